@@ -1,0 +1,1 @@
+"""Plan Kubernetes node pools by workload profile: spec, preflight checks, capacity plan."""

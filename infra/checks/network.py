@@ -1,0 +1,106 @@
+"""Address planning: Pod, Service and every declared network apart; enough room for nodes, pods, Services."""
+
+from __future__ import annotations
+
+import itertools
+
+from infra.checks.base import Report, rule
+from infra.knowledge import platform
+from infra.spec import Environment
+
+NET_OVERLAP = rule(
+    "NET-OVERLAP", "error",
+    "Pod, Service, RDMA and site networks that overlap: traffic to the overlapped range is routed into "
+    "the cluster (or out of it) and silently lost.",
+    "Move one of the two networks to a free range.",
+)
+NET_POD_CIDR = rule(
+    "NET-POD-CIDR", "error",
+    "A Pod CIDR with fewer per-node blocks than nodes: the extra nodes never get a Pod CIDR and stay NotReady.",
+    "Widen kube_pods_subnet (smaller prefix) or lengthen kube_network_node_prefix.",
+)
+NET_POD_CIDR_HEADROOM = rule(
+    "NET-POD-CIDR-HEADROOM", "warning",
+    "A Pod CIDR more than 80% used by today's nodes: the next rack will not fit, and the Pod CIDR "
+    "cannot be changed on a running cluster.",
+    "Widen kube_pods_subnet now, while the cluster is being planned.",
+)
+NET_MAX_PODS = rule(
+    "NET-MAX-PODS", "error",
+    "kubelet_max_pods above the addresses of one node's Pod CIDR: pods past the limit fail with "
+    "'no IP addresses available'.",
+    "Lower kubelet_max_pods to at most 2^(32-prefix)-2, or shorten kube_network_node_prefix.",
+)
+NET_SERVICE_CIDR = rule(
+    "NET-SERVICE-CIDR", "error",
+    "A Service CIDR wider than Kubernetes accepts (IPv4 /12): kube-apiserver refuses to start.",
+    "Use a kube_service_addresses prefix of /12 or longer.",
+)
+NET_SERVICE_CAPACITY = rule(
+    "NET-SERVICE-CAPACITY", "error",
+    "A Service CIDR too small for the planned Services: creation fails once it is exhausted.",
+    "Widen kube_service_addresses or lower planned_services.",
+)
+
+
+def usable_addresses(prefix: int) -> int:
+    """IPv4 addresses of a subnet minus network and broadcast."""
+    return max(2 ** (32 - prefix) - 2, 0)
+
+
+def check(env: Environment, report: Report) -> None:
+    cluster = env.cluster
+    networks = [
+        ("kube_pods_subnet", cluster.kube_pods_subnet, env.cluster_source("kube_pods_subnet")),
+        ("kube_service_addresses", cluster.kube_service_addresses, env.cluster_source("kube_service_addresses")),
+    ]
+    networks += [
+        (f"reserved_networks.{name}", cidr, env.cluster_source("reserved_networks"))
+        for name, cidr in cluster.reserved_networks.items()
+    ]
+    networks += [
+        (f"{pool.name}: rdma_network.cidr", pool.vars.rdma_network.cidr, pool.source)
+        for pool in env.pools.values()
+        if pool.vars.rdma_network
+    ]
+    for (name_a, net_a, _), (name_b, net_b, file_b) in itertools.combinations(networks, 2):
+        both_rdma = "rdma_network" in name_a and "rdma_network" in name_b
+        if net_a.overlaps(net_b) and not (both_rdma and net_a == net_b):  # pools may share one RDMA fabric
+            report.add(NET_OVERLAP, file_b, name_b.split(": ")[-1], f"{name_b} {net_b} overlaps {name_a} {net_a}")
+
+    pods_file = env.cluster_source("kube_pods_subnet")
+    node_prefix = cluster.kube_network_node_prefix
+    pod_prefix = cluster.kube_pods_subnet.prefixlen
+    nodes = sum(len(pool.hosts) for pool in env.pools.values())
+    blocks = 2 ** (node_prefix - pod_prefix) if node_prefix >= pod_prefix else 0
+    if nodes > blocks:
+        report.add(
+            NET_POD_CIDR, pods_file, "kube_pods_subnet",
+            f"{cluster.kube_pods_subnet} holds {blocks} per-node /{node_prefix} blocks for {nodes} nodes",
+        )
+    elif nodes > 0.8 * blocks:
+        report.add(
+            NET_POD_CIDR_HEADROOM, pods_file, "kube_pods_subnet",
+            f"{nodes} of {blocks} per-node /{node_prefix} blocks used ({100 * nodes / blocks:.0f}%)",
+        )
+
+    per_node = usable_addresses(node_prefix)
+    if cluster.kubelet_max_pods > per_node:
+        report.add(NET_MAX_PODS, env.cluster_source("kubelet_max_pods"), "kubelet_max_pods",
+                   f"{cluster.kubelet_max_pods} pods per node, but a /{node_prefix} holds {per_node} addresses")
+    for pool in env.pools.values():
+        if pool.vars.kubelet_max_pods and pool.vars.kubelet_max_pods > per_node:
+            report.add(NET_MAX_PODS, pool.source, "kubelet_max_pods",
+                       f"pool {pool.name}: {pool.vars.kubelet_max_pods} pods per node, "
+                       f"but a /{node_prefix} holds {per_node} addresses")
+
+    services = cluster.kube_service_addresses
+    services_file = env.cluster_source("kube_service_addresses")
+    widest = platform().service_cidr_min_prefix_ipv4
+    if services.prefixlen < widest:
+        report.add(NET_SERVICE_CIDR, services_file, "kube_service_addresses",
+                   f"/{services.prefixlen} is wider than the /{widest} Kubernetes accepts")
+    capacity = usable_addresses(services.prefixlen) - 1  # the first address is the kubernetes Service's
+    if cluster.planned_services > capacity:
+        report.add(NET_SERVICE_CAPACITY, services_file, "kube_service_addresses",
+                   f"{services} holds {capacity} Services; {cluster.planned_services} are planned")

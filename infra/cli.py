@@ -1,0 +1,132 @@
+"""`python -m infra`: check an environment before anything is touched, and plan its capacity and cost.
+
+Exit codes are part of the interface, for CI and for the playbooks that run `check` first:
+0 no errors (warnings allowed), 1 the spec has errors, 2 the input is unusable (missing folder,
+YAML syntax, unknown keys, wrong types).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from infra.checks import RULES, Finding, has_errors, run_checks
+from infra.plan import build_plan, render_table
+from infra.spec import Environment, SpecError, load_environment
+
+EXIT_OK, EXIT_ERRORS, EXIT_UNUSABLE = 0, 1, 2
+
+DESCRIPTION = """\
+Plan Kubernetes node pools by workload profile, from one inventory folder.
+
+  check INVENTORY   preflight rules; every finding with code, file, field and fix
+  plan INVENTORY    capacity and cost per pool (runs check first)
+  rules             every rule: code, severity, what it guards against, how to fix
+
+exit codes: 0 no errors (warnings allowed), 1 errors found, 2 unusable input
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # `python -m infra plan ... | head`
+        sys.stderr.close()
+        return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    check = commands.add_parser("check", help="run the preflight rules on an inventory",
+                                description="Run every preflight rule and print all findings at once.")
+    check.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
+    check.add_argument("--json", action="store_true", help="print findings as JSON on stdout")
+    check.set_defaults(run=_check)
+
+    plan = commands.add_parser("plan", help="print the capacity and cost plan",
+                               description="Check the inventory, then print capacity and cost per pool.")
+    plan.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON on stdout")
+    plan.set_defaults(run=_plan)
+
+    rules = commands.add_parser("rules", help="list every preflight rule",
+                                description="List every rule with its code, severity, guard and fix.")
+    rules.add_argument("--markdown", action="store_true", help="print the README's table of checks")
+    rules.set_defaults(run=_rules)
+    return parser
+
+
+def _load(args: argparse.Namespace) -> Environment | None:
+    try:
+        return load_environment(args.inventory)
+    except SpecError as error:
+        if args.json:
+            print(json.dumps({"inventory": args.inventory, "unusable": error.problems}, indent=2))
+        for problem in error.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"{args.inventory}: unusable input ({len(error.problems)} problem(s)); nothing was checked",
+              file=sys.stderr)
+        return None
+
+
+def _print_findings(findings: list[Finding]) -> None:
+    for finding in findings:
+        print(f"{finding.severity.upper():7} {finding.code}  {finding.file}: {finding.field}\n"
+              f"        {finding.message}\n        fix: {finding.fix}", file=sys.stderr)
+
+
+def _summary(findings: list[Finding]) -> str:
+    errors = sum(f.severity == "error" for f in findings)
+    return f"{errors} error(s), {len(findings) - errors} warning(s)"
+
+
+def _check(args: argparse.Namespace) -> int:
+    env = _load(args)
+    if env is None:
+        return EXIT_UNUSABLE
+    findings = run_checks(env)
+    if args.json:
+        print(json.dumps({
+            "inventory": args.inventory,
+            "errors": sum(f.severity == "error" for f in findings),
+            "warnings": sum(f.severity == "warning" for f in findings),
+            "findings": [f.as_dict() for f in findings],
+        }, indent=2))
+    _print_findings(findings)
+    print(f"{args.inventory}: {len(env.hosts)} hosts in {len(env.pools)} pools: {_summary(findings)}",
+          file=sys.stderr)
+    return EXIT_ERRORS if has_errors(findings) else EXIT_OK
+
+
+def _plan(args: argparse.Namespace) -> int:
+    env = _load(args)
+    if env is None:
+        return EXIT_UNUSABLE
+    findings = run_checks(env)
+    _print_findings(findings)
+    if has_errors(findings):
+        print(f"{args.inventory}: {_summary(findings)}; fix them before planning", file=sys.stderr)
+        return EXIT_ERRORS
+    plan = build_plan(env)
+    print(json.dumps(plan, indent=2) if args.json else render_table(plan))
+    return EXIT_OK
+
+
+def _rules(args: argparse.Namespace) -> int:
+    print(rules_markdown() if args.markdown else "\n".join(
+        f"{rule.code:26} {rule.severity:7} {rule.guards}\n{'':34} fix: {rule.fix}" for rule in RULES.values()
+    ))
+    return EXIT_OK
+
+
+def rules_markdown() -> str:
+    lines = ["| code | severity | guards against | fix |", "|---|---|---|---|"]
+    lines += [f"| `{r.code}` | {r.severity} | {r.guards} | {r.fix} |" for r in RULES.values()]
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""MIG layout geometry: does a set of instances fit one card, by NVIDIA's placement rules?
+
+Counting compute slices is not enough. Every instance occupies consecutive memory slices from one of a
+few fixed start positions, so 3g.20gb + 3g.20gb + 1g.5gb adds up to 7 compute slices on an A100 yet
+has no placement: the two 3g instances take all eight memory slices. The search below tries the
+start positions exactly as the driver would, largest instances first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import lru_cache
+
+from infra.knowledge import MigGeometry, gpu_models
+
+
+def placement(model: str, layout: Mapping[str, int]) -> list[tuple[str, int]] | None:
+    """Return one placement [(profile, start slice), ...] for `layout` on `model`, or None if none exists.
+
+    `layout` maps profile names to counts per card; every name must be a profile of the model.
+    """
+    key = tuple(sorted((name, count) for name, count in layout.items() if count))
+    return _placement(model, key)
+
+
+@lru_cache(maxsize=1024)
+def _placement(model: str, layout: tuple[tuple[str, int], ...]) -> list[tuple[str, int]] | None:
+    geometry = gpu_models()[model].mig
+    if geometry is None:
+        return None
+    instances = [name for name, count in layout for _ in range(count)]
+    if sum(geometry.profiles[name].compute for name in instances) > geometry.compute_slices:
+        return None
+    instances.sort(key=lambda name: (-geometry.profiles[name].memory, name))
+    return _place(geometry, instances, 0, [])
+
+
+def _place(geometry: MigGeometry, todo: list[str], used: int, done: list[tuple[str, int]]):
+    if not todo:
+        return list(done)
+    name, rest = todo[0], todo[1:]
+    profile = geometry.profiles[name]
+    for start in profile.starts:
+        mask = ((1 << profile.memory) - 1) << start
+        if used & mask:
+            continue
+        done.append((name, start))
+        found = _place(geometry, rest, used | mask, done)
+        if found is not None:
+            return found
+        done.pop()
+    return None
+
+
+def memory_fraction(model: str, layout: Mapping[str, int]) -> float:
+    """Share of the card's memory slices that the layout's instances take (0..1)."""
+    geometry = gpu_models()[model].mig
+    assert geometry is not None, f"{model} has no MIG"
+    used = sum(geometry.profiles[name].memory * count for name, count in layout.items())
+    return used / geometry.memory_slices

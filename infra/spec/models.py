@@ -1,0 +1,439 @@
+"""The environment spec, one model per inventory file.
+
+An inventory is read by Ansible as flat variables per host, so each file gets its own model:
+`group_vars/all.yml` -> ClusterVars, `group_vars/<pool>.yml` -> PoolVars, a host's vars -> HostVars.
+Names follow Kubespray where Kubespray has one (kube_pods_subnet, node_taints, kubelet_*), so the
+same inventory reads naturally to people who know it. Unknown keys are rejected: a misspelt
+variable silently falling back to a default is how clusters end up half-configured.
+
+Rules that need more than one file (a tenant naming a pool, a MIG layout against the GPU model)
+are checks (infra.checks), so they are reported together with file and field, not one at a time.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from infra.units import parse_cpu_list, parse_quantity
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_TAINT = re.compile(r"^(?P<key>[^=:]+)(=(?P<value>[^:]*))?:(?P<effect>[A-Za-z]+)$")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_INTEGER_SYSCTLS = ("net.netfilter.nf_conntrack_max", "net.netfilter.nf_conntrack_buckets")
+
+
+class Strict(BaseModel):
+    """Base for every spec model: unknown keys are errors, values are immutable once loaded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _quantity(value: object) -> str:
+    parse_quantity(value)
+    return str(value)
+
+
+def _cpu_list(value: str) -> str:
+    parse_cpu_list(value)
+    return value
+
+
+def _ipv4_network(value: object) -> ipaddress.IPv4Network:
+    try:
+        return ipaddress.IPv4Network(str(value), strict=True)
+    except ValueError as error:
+        raise ValueError(
+            f"{value!r} is not an IPv4 network in CIDR form with its host bits zero "
+            f"(e.g. 10.233.64.0/18): {error}"
+        ) from None
+
+
+def _threshold(value: object) -> str:
+    text = str(value)
+    if text.endswith("%"):
+        try:
+            percent = float(text[:-1])
+        except ValueError:
+            percent = -1.0
+        if not 0 <= percent < 100:
+            raise ValueError(f"{value!r}: a percentage threshold is written 0% to 99% (e.g. 5%)")
+        return text
+    return _quantity(value)
+
+
+Quantity = Annotated[str | int | float, AfterValidator(_quantity)]
+Threshold = Annotated[str | int | float, AfterValidator(_threshold)]
+CpuList = Annotated[str, AfterValidator(_cpu_list)]
+Cidr = Annotated[ipaddress.IPv4Network, BeforeValidator(_ipv4_network)]
+DnsLabel = Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
+Version = Annotated[str, Field(pattern=r"^\d+(\.\d+){1,2}$")]
+
+
+def check_label_key(key: str) -> None:
+    """Raise ValueError unless `key` is a valid Kubernetes label key ([prefix/]name)."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        raise ValueError(f"label key {key!r}: prefix {prefix!r} must be a lowercase DNS subdomain")
+    if not _LABEL_NAME.match(name):
+        raise ValueError(
+            f"label key {key!r}: name {name!r} must be 1-63 characters of letters, digits, '-', '_', '.' "
+            "starting and ending with a letter or digit"
+        )
+
+
+def check_label_value(key: str, value: str) -> None:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise ValueError(
+            f"label {key}={value!r}: values are at most 63 characters of letters, digits, '-', '_', '.', "
+            "starting and ending with a letter or digit"
+        )
+
+
+def parse_taint(text: str) -> tuple[str, str, str]:
+    """Split a Kubespray taint string "key=value:Effect" into (key, value, effect), validated."""
+    match = _TAINT.match(text)
+    if not match:
+        raise ValueError(f"taint {text!r} must be written key=value:Effect (e.g. nvidia.com/gpu=present:NoSchedule)")
+    key, value, effect = match["key"], match["value"] or "", match["effect"]
+    check_label_key(key)
+    if value:
+        check_label_value(key, value)
+    if effect not in TAINT_EFFECTS:
+        raise ValueError(f"taint {text!r}: effect {effect!r} must be one of {', '.join(TAINT_EFFECTS)}")
+    return key, value, effect
+
+
+# ---------------------------------------------------------------- group_vars/all.yml
+
+
+class Machine(Strict):
+    """A machine model: what one server of this kind has, and what it costs."""
+
+    description: str = ""
+    cores: int = Field(ge=1, le=1024, description="physical CPU cores, all sockets together")
+    threads_per_core: Literal[1, 2] = Field(2, description="2 with SMT/Hyper-Threading on")
+    numa_nodes: int = Field(1, ge=1, le=16)
+    memory_gib: int = Field(ge=1, le=65536)
+    gpu_model: str | None = Field(None, description="a name from infra/knowledge/gpus.yml")
+    gpu_count: int = Field(0, ge=0, le=16)
+    gpu_interconnect: Literal["nvlink", "pcie"] | None = None
+    monthly_price: float = Field(0, ge=0, description="per machine, in the cluster's currency")
+    yearly_discount_percent: float = Field(0, ge=0, lt=100, description="discount on a one-year commitment")
+
+    @model_validator(mode="after")
+    def _gpu_fields_go_together(self) -> "Machine":
+        if self.gpu_count and not self.gpu_model:
+            raise ValueError("gpu_count is set but gpu_model is not; name the card, e.g. gpu_model: A100-80GB")
+        if self.gpu_model and not self.gpu_count:
+            raise ValueError("gpu_model is set but gpu_count is 0; say how many cards the machine holds")
+        if self.gpu_count and not self.gpu_interconnect:
+            raise ValueError("gpu_interconnect is required with GPUs: nvlink or pcie")
+        return self
+
+    @property
+    def cpus(self) -> int:
+        """Logical CPUs: what the kubelet reports as capacity and kube-proxy counts for conntrack."""
+        return self.cores * self.threads_per_core
+
+
+class PriorityClass(Strict):
+    value: int = Field(ge=-2147483648, le=1000000000, description="higher schedules (and preempts) first")
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = "PreemptLowerPriority"
+    description: str = ""
+
+
+class LimitRangeSpec(Strict):
+    """Container defaults for a namespace, so no pod arrives without requests (mirrors LimitRange)."""
+
+    default: dict[str, Quantity] = Field(default_factory=dict, description="default limits")
+    default_request: dict[str, Quantity] = Field(default_factory=dict)
+    max: dict[str, Quantity] = Field(default_factory=dict)
+    max_limit_request_ratio: dict[str, Quantity] = Field(default_factory=dict)
+
+
+_QUOTA_KEYS = re.compile(
+    r"^(cpu|memory|requests\.(cpu|memory|storage|ephemeral-storage)|limits\.(cpu|memory|ephemeral-storage)"
+    r"|pods|services|services\.loadbalancers|services\.nodeports|persistentvolumeclaims|configmaps|secrets"
+    r"|replicationcontrollers|resourcequotas|count/[a-z0-9.-]+"
+    r"|hugepages-(2Mi|1Gi)|requests\.hugepages-(2Mi|1Gi)"
+    r"|[a-z0-9][-a-z0-9.]*\.storageclass\.storage\.k8s\.io/(requests\.storage|persistentvolumeclaims)"
+    r"|requests\.[a-z0-9][-a-z0-9.]*/[A-Za-z0-9][-A-Za-z0-9_.]*)$"
+)
+
+
+class Queue(Strict):
+    """The tenant's Volcano queue (Queue.spec): its share of the cluster under contention."""
+
+    weight: int = Field(1, ge=1, le=65535)
+    capability: dict[str, Quantity] = Field(default_factory=dict, description="hard ceiling of the queue")
+    reclaimable: bool = True
+
+
+class Tenant(Strict):
+    """A namespace and what it may use."""
+
+    tier: Literal["production", "inference", "training", "offline", "dev"]
+    pools: list[str] = Field(min_length=1, description="pools whose nodes this tenant's pods may use")
+    priority_class: str | None = None
+    quota: dict[str, Quantity] = Field(default_factory=dict, description="ResourceQuota spec.hard")
+    limit_range: LimitRangeSpec | None = None
+    queue: Queue | None = None
+
+    @field_validator("quota")
+    @classmethod
+    def _quota_keys_are_kubernetes_names(cls, quota: dict[str, object]) -> dict[str, object]:
+        for key in quota:
+            if key.startswith("limits.") and "/" in key:
+                raise ValueError(
+                    f"quota key {key!r}: Kubernetes quotas extended resources by requests only; "
+                    f"write {'requests.' + key.removeprefix('limits.')!r}"
+                )
+            if not _QUOTA_KEYS.match(key):
+                raise ValueError(
+                    f"quota key {key!r} is not a ResourceQuota resource name; use e.g. requests.cpu, "
+                    "requests.memory, requests.nvidia.com/gpu, pods, "
+                    "<class>.storageclass.storage.k8s.io/requests.storage"
+                )
+        return quota
+
+
+class StorageClassSpec(Strict):
+    """A storage class and the capacity behind it."""
+
+    type: Literal["local", "csi"]
+    provisioner: str | None = Field(None, description="CSI driver name; local classes use no provisioner")
+    pools: list[str] = Field(default_factory=list, description="local: pools whose local_disks back the class")
+    capacity: Quantity | None = Field(None, description="csi: usable capacity of the backend (e.g. 200Ti)")
+    volume_binding_mode: Literal["Immediate", "WaitForFirstConsumer"] = "WaitForFirstConsumer"
+    reclaim_policy: Literal["Delete", "Retain"] = "Delete"
+    default: bool = False
+    parameters: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _fields_match_the_type(self) -> "StorageClassSpec":
+        if self.type == "csi":
+            if not self.provisioner:
+                raise ValueError("a csi storage class needs provisioner (the CSI driver name, e.g. nfs.csi.k8s.io)")
+            if self.capacity is None:
+                raise ValueError("a csi storage class needs capacity (usable size of the backend, e.g. 200Ti)")
+            if self.pools:
+                raise ValueError("pools applies to local storage classes; a csi class is reachable from every node")
+        else:
+            if self.provisioner:
+                raise ValueError("a local storage class has no provisioner; remove it (kubernetes.io/no-provisioner is implied)")
+            if self.capacity is not None:
+                raise ValueError("a local storage class takes its capacity from the pools' local_disks; remove capacity")
+            if not self.pools:
+                raise ValueError("a local storage class needs pools: the pools whose local_disks back it")
+        return self
+
+
+class ClusterVars(Strict):
+    """group_vars/all.yml: what the whole cluster shares."""
+
+    cluster_name: DnsLabel
+    kube_version: Version = Field(description="Kubernetes version, e.g. 1.31.4")
+    kube_network_plugin: Literal["calico", "cilium"]
+    kube_pods_subnet: Cidr
+    kube_service_addresses: Cidr
+    kube_network_node_prefix: int = Field(24, ge=16, le=28, description="per-node Pod CIDR prefix length")
+    kubelet_max_pods: int = Field(110, ge=10, le=1024)
+    planned_services: int = Field(0, ge=0, description="Services the cluster is expected to hold")
+    reserved_networks: dict[str, Cidr] = Field(
+        default_factory=dict, description="networks the cluster must not overlap: machine room, VPNs, other sites"
+    )
+    zones: list[DnsLabel] = Field(default_factory=list)
+    currency: str = Field("EUR", pattern=r"^[A-Z]{3}$")
+    machines: dict[str, Machine] = Field(min_length=1)
+    priority_classes: dict[DnsLabel, PriorityClass] = Field(default_factory=dict)
+    tenants: dict[DnsLabel, Tenant] = Field(default_factory=dict)
+    storage_classes: dict[DnsLabel, StorageClassSpec] = Field(default_factory=dict)
+
+    @field_validator("kube_version", mode="before")
+    @classmethod
+    def _strip_v(cls, value: object) -> object:
+        return value[1:] if isinstance(value, str) and value.startswith("v") else value
+
+    @property
+    def kube_minor(self) -> int:
+        return int(self.kube_version.split(".")[1])
+
+
+# ---------------------------------------------------------------- group_vars/<pool>.yml
+
+
+class IrqAffinity(Strict):
+    """Pin the interrupts of the named NICs to these CPUs, away from the pods' exclusive CPUs."""
+
+    interfaces: list[str] = Field(min_length=1)
+    cpus: CpuList
+
+
+class LocalDisk(Strict):
+    """A local NVMe disk, formatted and mounted for the local static provisioner to discover."""
+
+    device: str = Field(pattern=r"^/dev/[A-Za-z0-9/_.-]+$")
+    size_gib: int = Field(ge=1)
+    mount: str = Field(pattern=r"^/[A-Za-z0-9/_.-]+$")
+    fs_type: Literal["ext4", "xfs"] = "xfs"
+
+
+class Overcommit(Strict):
+    """Limit-to-request ratios a pool accepts: 1.0 means requests are guaranteed (request = limit)."""
+
+    cpu: float = Field(1.0, ge=1.0, le=20.0)
+    memory: float = Field(1.0, ge=1.0, le=4.0)
+
+
+class GpuSharing(Strict):
+    """How a pool's GPUs are handed out, in the NVIDIA device plugin's and mig-parted's terms.
+
+    exclusive     whole cards (nvidia.com/gpu)
+    mig           hardware partitions, same layout on every card (nvidia.com/mig-<profile>)
+    time-slicing  `replicas` pods take turns on a card, no memory isolation (nvidia.com/gpu.shared)
+    mps           `replicas` pods share a card through MPS (nvidia.com/gpu.shared); whole cards only
+    """
+
+    mode: Literal["exclusive", "mig", "time-slicing", "mps"] = "exclusive"
+    mig_config: str | None = Field(None, pattern=r"^[a-z0-9][-a-z0-9.]*$", description="mig-parted config name")
+    mig_devices: dict[str, int] = Field(default_factory=dict, description="profile -> instances per card")
+    replicas: int | None = Field(None, ge=2, le=64)
+
+    @model_validator(mode="after")
+    def _fields_match_the_mode(self) -> "GpuSharing":
+        mig = self.mode == "mig"
+        shared = self.mode in ("time-slicing", "mps")
+        if mig and not (self.mig_config and self.mig_devices):
+            raise ValueError("mode mig needs mig_config (a name, e.g. all-1g.10gb) and mig_devices ({profile: count})")
+        if not mig and (self.mig_config or self.mig_devices):
+            raise ValueError(f"mig_config and mig_devices apply only to mode mig, not {self.mode}")
+        if shared and self.replicas is None:
+            raise ValueError(f"mode {self.mode} needs replicas (pods per card, 2 or more)")
+        if not shared and self.replicas is not None:
+            raise ValueError(f"replicas applies only to time-slicing and mps, not {self.mode}")
+        if any(count < 1 for count in self.mig_devices.values()):
+            raise ValueError("mig_devices counts are instances per card and must be 1 or more")
+        return self
+
+
+class RdmaNetwork(Strict):
+    """The secondary RDMA/RoCE interface attached to pods through Multus."""
+
+    interface: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,15}$")
+    cidr: Cidr
+    mtu: int = Field(9000, ge=1280, le=9216)
+
+
+class PoolVars(Strict):
+    """group_vars/<pool>.yml: one node pool, every host in it the same."""
+
+    pool_kind: Literal["cpu", "memory", "gpu", "gpu_bigmem"]
+    pool_description: str = ""
+    machine: str = Field(description="a key of `machines` in group_vars/all.yml")
+    node_labels: dict[str, str] = Field(default_factory=dict)
+    node_taints: list[str] = Field(default_factory=list, description='Kubespray form: ["key=value:NoSchedule"]')
+    kubelet_max_pods: int | None = Field(None, ge=10, le=1024, description="overrides the cluster's value")
+    kubelet_cpu_manager_policy: Literal["none", "static"] = "none"
+    kubelet_reserved_system_cpus: CpuList | None = None
+    kubelet_topology_manager_policy: Literal["none", "best-effort", "restricted", "single-numa-node"] = "none"
+    kubelet_memory_manager_policy: Literal["None", "Static"] = "None"
+    kube_cpu_reserved: Quantity = "100m"
+    kube_memory_reserved: Quantity = "256Mi"
+    system_cpu_reserved: Quantity = "100m"
+    system_memory_reserved: Quantity = "512Mi"
+    eviction_hard: dict[Literal["memory.available", "nodefs.available", "imagefs.available"], Threshold] = Field(
+        default_factory=lambda: {"memory.available": "100Mi"}, description="kubelet evictionHard: quantity or %"
+    )
+    overcommit: Overcommit = Field(default_factory=Overcommit)
+    hugepages: dict[Literal["2Mi", "1Gi"], int] = Field(default_factory=dict, description="pages per host")
+    sysctls: dict[str, int | str] = Field(default_factory=dict)
+    irq_affinity: IrqAffinity | None = None
+    local_disks: list[LocalDisk] = Field(default_factory=list)
+    nvidia_driver_version: Version | None = None
+    cuda_version: Version | None = None
+    gpu_sharing: GpuSharing | None = None
+    rdma_network: RdmaNetwork | None = None
+
+    @field_validator("node_labels")
+    @classmethod
+    def _labels_are_kubernetes_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        for key, value in labels.items():
+            check_label_key(key)
+            check_label_value(key, str(value))
+        return labels
+
+    @field_validator("node_taints")
+    @classmethod
+    def _taints_are_kubespray_taints(cls, taints: list[str]) -> list[str]:
+        for taint in taints:
+            parse_taint(taint)
+        return taints
+
+    @field_validator("hugepages")
+    @classmethod
+    def _page_counts_are_non_negative(cls, pages: dict[str, int]) -> dict[str, int]:
+        for size, count in pages.items():
+            if count < 0:
+                raise ValueError(f"hugepages {size}: {count} pages; write 0 or more")
+        return pages
+
+    @field_validator("sysctls")
+    @classmethod
+    def _sysctl_names(cls, sysctls: dict[str, object]) -> dict[str, object]:
+        for name, value in sysctls.items():
+            if not re.fullmatch(r"[a-z0-9_]+(\.[A-Za-z0-9_-]+)+", name):
+                raise ValueError(f"sysctl {name!r} is not a dotted kernel parameter name (e.g. net.core.somaxconn)")
+            if name in _INTEGER_SYSCTLS and (isinstance(value, bool) or not str(value).isdigit()):
+                raise ValueError(f"sysctl {name} is a count; write a whole number, not {value!r}")
+        return sysctls
+
+    @model_validator(mode="after")
+    def _gpu_fields_only_on_gpu_pools(self) -> "PoolVars":
+        gpu_kind = self.pool_kind in ("gpu", "gpu_bigmem")
+        gpu_fields = {
+            "nvidia_driver_version": self.nvidia_driver_version,
+            "cuda_version": self.cuda_version,
+            "gpu_sharing": self.gpu_sharing,
+            "rdma_network": self.rdma_network,
+        }
+        if not gpu_kind:
+            stray = [name for name, value in gpu_fields.items() if value is not None]
+            if stray:
+                raise ValueError(f"{', '.join(stray)} apply only to pool_kind gpu or gpu_bigmem, not {self.pool_kind}")
+        elif not (self.nvidia_driver_version and self.cuda_version):
+            raise ValueError("GPU pools need nvidia_driver_version (e.g. 550.127.08) and cuda_version (e.g. 12.4)")
+        return self
+
+    @property
+    def sharing(self) -> GpuSharing:
+        return self.gpu_sharing or GpuSharing()
+
+
+# ---------------------------------------------------------------- hosts.yml / host_vars/<host>.yml
+
+
+class HardwareOverride(Strict):
+    """Facts where one host differs from its machine model (a pulled DIMM, a failed card)."""
+
+    cores: int | None = Field(None, ge=1, le=1024)
+    threads_per_core: Literal[1, 2] | None = None
+    numa_nodes: int | None = Field(None, ge=1, le=16)
+    memory_gib: int | None = Field(None, ge=1, le=65536)
+    gpu_count: int | None = Field(None, ge=0, le=16)
+
+
+class HostVars(Strict):
+    """A host's own variables. Ansible connection variables (ansible_*) are passed through untouched."""
+
+    zone: DnsLabel | None = None
+    machine: str | None = Field(None, description="overrides the pool's machine model")
+    hardware: HardwareOverride | None = None
+    nvidia_driver_version: Version | None = None
+    cuda_version: Version | None = None
