@@ -37,6 +37,11 @@ def host_machine(env: Environment, host: Host) -> Machine | None:
     return machine.model_copy(update=host.vars.hardware.model_dump(exclude_none=True))
 
 
+def fully_known(env: Environment, pool: Pool) -> bool:
+    """Whether every host of the pool has a machine model the cluster defines (else its figures are partial)."""
+    return all(machine_name(env, host) in env.cluster.machines for host in pool.hosts)
+
+
 def machine_name(env: Environment, host: Host) -> str:
     return host.vars.machine or env.pools[host.pool].vars.machine
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from infra.capacity import combined, pool_capacity
+from infra.capacity import PoolCapacity, combined, fully_known, pool_capacity
 from infra.checks.base import Report, rule
 from infra.spec import Environment
 from infra.spec.models import Tenant
@@ -69,12 +69,14 @@ def _show(resource: str, value: Decimal) -> str:
 
 def check(env: Environment, report: Report) -> None:
     tenants_file = env.cluster_source("tenants")
-    capacities = {name: pool_capacity(env, pool) for name, pool in env.pools.items()}
-    totals: dict[str, Decimal] = {}
-    users: dict[str, set[str]] = {}
+    capacities = {name: pool_capacity(env, pool) for name, pool in env.pools.items() if fully_known(env, pool)}
+    checked: dict[str, Tenant] = {}
 
     for name, tenant in env.cluster.tenants.items():
-        pools = [env.pools[p] for p in tenant.pools if p in env.pools]
+        if not all(p in capacities for p in tenant.pools):
+            continue  # an unknown pool or machine model is reported by the references rules
+        checked[name] = tenant
+        pools = [env.pools[p] for p in tenant.pools]
         if tenant.tier in ("production", "inference"):
             for pool in pools:
                 if pool.vars.pool_kind in ("gpu", "gpu_bigmem") and pool.vars.sharing.mode in ("time-slicing", "mps"):
@@ -83,33 +85,59 @@ def check(env: Environment, report: Report) -> None:
         if any(pool.vars.pool_kind == "memory" for pool in pools):
             _no_memory_overcommit(name, tenant, tenants_file, report)
         _defaults_and_quota(name, tenant, tenants_file, report)
+        _quota_against_pools(name, tenant, combined(capacities[p] for p in tenant.pools), tenants_file, report)
 
-        offered = combined(capacities[pool.name] for pool in pools)
-        advertised = set(offered.gpu_resources)
-        for section, resources in (("quota", tenant.quota), ("queue.capability", tenant.queue.capability if tenant.queue else {})):
-            for key in resources:
-                resource = key if section == "queue.capability" else quota_resource(key)
-                if resource and resource.startswith("nvidia.com/") and resource not in advertised:
-                    report.add(QUOTA_GPU_RESOURCE, tenants_file, f"tenants.{name}.{section}.{key}",
-                               f"{resource} is advertised by none of {', '.join(tenant.pools)}; they offer "
-                               f"{', '.join(sorted(advertised)) or 'no GPU resources'}")
-        for key, value in tenant.quota.items():
-            resource = quota_resource(key)
-            if resource is None:
-                continue
-            amount, available = parse_quantity(value), offered.resource(resource)
-            if amount > available and (not resource.startswith("nvidia.com/") or resource in advertised):
+    _oversubscription(checked, capacities, tenants_file, report)
+
+
+def _quota_against_pools(name: str, tenant: Tenant, offered: PoolCapacity, tenants_file: str, report: Report) -> None:
+    advertised = set(offered.gpu_resources)
+    capability = tenant.queue.capability if tenant.queue else {}
+    named = [("quota", key, quota_resource(key)) for key in tenant.quota]
+    named += [("queue.capability", key, key) for key in capability]
+    for section, key, resource in named:
+        if resource and resource.startswith("nvidia.com/") and resource not in advertised:
+            report.add(QUOTA_GPU_RESOURCE, tenants_file, f"tenants.{name}.{section}.{key}",
+                       f"{resource} is advertised by none of {', '.join(tenant.pools)}; they offer "
+                       f"{', '.join(sorted(advertised)) or 'no GPU resources'}")
+        elif section == "quota" and resource:
+            available = offered.resource(resource)
+            if parse_quantity(tenant.quota[key]) > available:
                 report.add(QUOTA_OVER_POOLS, tenants_file, f"tenants.{name}.quota.{key}",
-                           f"{value} asked, the pools {', '.join(tenant.pools)} hold {_show(resource, available)}")
-            totals[resource] = totals.get(resource, Decimal(0)) + amount
-            users.setdefault(resource, set()).update(pool.name for pool in pools)
+                           f"{tenant.quota[key]} asked, the pools {', '.join(tenant.pools)} hold "
+                           f"{_show(resource, available)}")
 
-    for resource, total in sorted(totals.items()):
-        available = combined(capacities[pool] for pool in users[resource]).resource(resource)
-        if available and total > available:
+
+def _oversubscription(tenants: dict[str, Tenant], capacities: dict[str, PoolCapacity], tenants_file: str,
+                      report: Report) -> None:
+    """Warn where the tenants confined to a set of pools ask for more than those pools hold together.
+
+    The candidate sets are each tenant's pools, each single pool and all pools: enough to catch two
+    teams on one pool and a cluster promised twice over, without trying every subset.
+    """
+    candidates = {frozenset(t.pools) for t in tenants.values()} | {frozenset([p]) for p in capacities}
+    candidates.add(frozenset(capacities))
+    reported: dict[str, list[frozenset]] = {}
+    for pool_set in sorted(candidates, key=lambda s: (len(s), sorted(s))):
+        inside = [t for t in tenants.values() if set(t.pools) <= pool_set]
+        if len(inside) < 2:
+            continue  # one tenant over its pools is QUOTA-OVER-POOLS
+        offered = combined(capacities[p] for p in pool_set)
+        asked: dict[str, Decimal] = {}
+        for tenant in inside:
+            for key, value in tenant.quota.items():
+                resource = quota_resource(key)
+                if resource:
+                    asked[resource] = asked.get(resource, Decimal(0)) + parse_quantity(value)
+        for resource, total in sorted(asked.items()):
+            available = offered.resource(resource)
+            if total <= available or any(s <= pool_set for s in reported.get(resource, [])):
+                continue
+            reported.setdefault(resource, []).append(pool_set)
+            ratio = f"{total / available:.2f}x" if available else "nothing offered"
             report.add(QUOTA_OVERSUBSCRIBED, tenants_file, "tenants",
-                       f"{resource}: quotas total {_show(resource, total)} against {_show(resource, available)} "
-                       f"in their pools ({total / available:.2f}x)")
+                       f"{resource} on {', '.join(sorted(pool_set))}: quotas total {_show(resource, total)} "
+                       f"against {_show(resource, available)} ({ratio})")
 
 
 def _no_memory_overcommit(name: str, tenant: Tenant, tenants_file: str, report: Report) -> None:

@@ -1,0 +1,38 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from inventory_builder import base_inventory, write_inventory  # noqa: E402
+
+from infra.checks import run_checks  # noqa: E402
+from infra.spec import load_environment  # noqa: E402
+
+SHIPPED = sorted(p.name for p in (ROOT / "inventories").iterdir() if p.is_dir())
+
+
+@pytest.fixture
+def inventory():
+    """A fresh, valid inventory as dicts; mutate it, then call `check_codes(data)` or `write(data)`."""
+    return base_inventory()
+
+
+@pytest.fixture
+def write(tmp_path):
+    counter = iter(range(1000))
+
+    def _write(data: dict) -> Path:
+        return write_inventory(tmp_path / f"env{next(counter)}", data)
+
+    return _write
+
+
+@pytest.fixture
+def findings(write):
+    def _findings(data: dict):
+        return run_checks(load_environment(write(data)))
+
+    return _findings

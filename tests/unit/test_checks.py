@@ -1,0 +1,263 @@
+"""Every preflight rule, failing and passing: each case changes the valid base inventory in one way.
+
+A failing case must produce the rule's code; its passing twin (the nearest change that is still fine,
+at the boundary where there is one) must not. A rule without a case here fails
+`test_every_rule_has_a_failing_case`, so new rules arrive with tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+from inventory_builder import base_inventory, pools_of
+
+from infra.checks import RULES
+
+
+def cluster(data):
+    return data["group_vars"]["all"]
+
+
+def pool(data, name):
+    return data["group_vars"][name]
+
+
+def tenant(data, name):
+    return cluster(data)["tenants"][name]
+
+
+def host(data, pool_name, host_name):
+    return pools_of(data)[pool_name]["hosts"][host_name]
+
+
+def set_in(path: str, value):
+    """A mutation that sets a dotted path inside data["group_vars"] (first part: the file)."""
+
+    def mutate(data):
+        *parents, last = path.split(".")
+        target = data["group_vars"]
+        for part in parents:
+            target = target[part]
+        target[last] = value
+
+    return mutate
+
+
+def both(*mutations):
+    def mutate(data):
+        for mutation in mutations:
+            mutation(data)
+
+    return mutate
+
+
+def add_cpu_hosts(count):
+    def mutate(data):
+        for i in range(3, 3 + count):
+            pools_of(data)["cpu"]["hosts"][f"cpu-{i}"] = {"zone": "a"}
+
+    return mutate
+
+
+def quota(tenant_name, key, value):
+    def mutate(data):
+        tenant(data, tenant_name)["quota"][key] = value
+
+    return mutate
+
+
+def second_cpu_tenant(cpu):
+    def mutate(data):
+        cluster(data)["tenants"]["web"] = {**tenant(data, "svc"), "quota": {"requests.cpu": cpu, "requests.memory": "1Gi"}}
+
+    return mutate
+
+
+def host_var(pool_name, host_name, key, value):
+    def mutate(data):
+        host(data, pool_name, host_name)[key] = value
+
+    return mutate
+
+
+def delete(path: str):
+    def mutate(data):
+        *parents, last = path.split(".")
+        target = data["group_vars"]
+        for part in parents:
+            target = target[part]
+        del target[last]
+
+    return mutate
+
+
+def unchanged(data):
+    """The base inventory already is the passing case."""
+
+
+CASES = [
+    # code, failing change, passing change
+    ("KUBE-VERSION", set_in("all.kube_version", "1.20.1"), set_in("all.kube_version", "1.34.0")),
+    ("REF-MACHINE", set_in("cpu.machine", "nosuch"), unchanged),
+    ("REF-MACHINE", host_var("cpu", "cpu-1", "machine", "nosuch"), host_var("cpu", "cpu-1", "machine", "small")),
+    ("REF-GPU-MODEL", set_in("all.machines.a100box.gpu_model", "A200-1TB"),
+     set_in("all.machines.a100box.gpu_model", "H100-80GB")),
+    ("REF-POOL", set_in("all.tenants.svc.pools", ["cpu", "nope"]), set_in("all.tenants.svc.pools", ["cpu", "t4"])),
+    ("REF-POOL", set_in("all.storage_classes.local.pools", ["nope"]), unchanged),
+    ("REF-PRIORITY", set_in("all.tenants.svc.priority_class", "nope"), set_in("all.tenants.svc.priority_class", "low")),
+    ("REF-ZONE", host_var("cpu", "cpu-1", "zone", "c"), host_var("cpu", "cpu-1", "zone", "b")),
+    ("REF-STORAGE-CLASS", quota("svc", "nope.storageclass.storage.k8s.io/requests.storage", "1Gi"),
+     quota("svc", "nfs.storageclass.storage.k8s.io/requests.storage", "1Gi")),
+    ("NET-OVERLAP", set_in("all.reserved_networks.lab", "10.244.4.0/22"),
+     set_in("all.reserved_networks.lab", "10.244.8.0/22")),
+    ("NET-OVERLAP", set_in("gpu.rdma_network", {"interface": "ens8f0", "cidr": "10.96.0.0/24"}),
+     set_in("gpu.rdma_network", {"interface": "ens8f0", "cidr": "192.168.100.0/24"})),
+    ("NET-OVERLAP", both(set_in("gpu.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/24"}),
+                         set_in("t4.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/25"})),
+     both(set_in("gpu.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/24"}),
+          set_in("t4.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/24"}))),
+    ("NET-POD-CIDR", set_in("all.kube_pods_subnet", "10.244.0.0/23"), unchanged),
+    ("NET-POD-CIDR", set_in("all.kube_network_node_prefix", 20), set_in("all.kube_network_node_prefix", 25)),
+    ("NET-POD-CIDR-HEADROOM", add_cpu_hosts(2), add_cpu_hosts(1)),
+    ("NET-MAX-PODS", set_in("all.kubelet_max_pods", 255), set_in("all.kubelet_max_pods", 254)),
+    ("NET-MAX-PODS", set_in("cpu.kubelet_max_pods", 300), set_in("cpu.kubelet_max_pods", 250)),
+    ("NET-SERVICE-CIDR", set_in("all.kube_service_addresses", "172.0.0.0/11"),
+     set_in("all.kube_service_addresses", "172.16.0.0/12")),
+    ("NET-SERVICE-CAPACITY", set_in("all.planned_services", 4094), set_in("all.planned_services", 4093)),
+    ("POOL-GPU-TAINT", set_in("gpu.node_taints", ["nvidia.com/gpu=present:PreferNoSchedule"]),
+     set_in("gpu.node_taints", ["nvidia.com/gpu=present:NoExecute"])),
+    ("POOL-GPU-TAINT", delete("t4.node_taints"), unchanged),
+    ("POOL-MEMORY-TAINT", set_in("mem.node_taints", []), unchanged),
+    ("POOL-MEMORY-OVERCOMMIT", set_in("mem.overcommit", {"memory": 1.5}), set_in("mem.overcommit", {"cpu": 2.0})),
+    ("HOST-ALLOCATABLE", set_in("mem.hugepages", {"1Gi": 64}), set_in("mem.hugepages", {"1Gi": 56})),
+    ("HOST-ALLOCATABLE", set_in("cpu.kube_cpu_reserved", "16"), set_in("cpu.kube_cpu_reserved", "15")),
+    ("HOST-ALLOCATABLE-LOW", set_in("mem.hugepages", {"1Gi": 60}), set_in("mem.hugepages", {"1Gi": 56, "2Mi": 256})),
+    ("KUBELET-STATIC-CPU",
+     both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kube_cpu_reserved", 0),
+          set_in("cpu.system_cpu_reserved", "0")),
+     both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kube_cpu_reserved", 0),
+          set_in("cpu.system_cpu_reserved", "0"), set_in("cpu.kubelet_reserved_system_cpus", "0"))),
+    ("KUBELET-RESERVED-CPUS", set_in("cpu.kubelet_reserved_system_cpus", "0,16"),
+     set_in("cpu.kubelet_reserved_system_cpus", "0,15")),
+    ("IRQ-CPUS", set_in("cpu.irq_affinity", {"interfaces": ["eth0"], "cpus": "14-16"}),
+     set_in("cpu.irq_affinity", {"interfaces": ["eth0"], "cpus": "14-15"})),
+    ("IRQ-EXCLUSIVE",
+     both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kubelet_reserved_system_cpus", "0-1"),
+          set_in("cpu.irq_affinity", {"interfaces": ["eth0"], "cpus": "0-3"})),
+     both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kubelet_reserved_system_cpus", "0-1"),
+          set_in("cpu.irq_affinity", {"interfaces": ["eth0"], "cpus": "0-1"}))),
+    # small: 8 cores x 2 threads = 16 CPUs -> kube-proxy sets max(131072, 32768 x 16) = 524288
+    ("SYSCTL-CONNTRACK-MAX", set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 524287}),
+     set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 524288})),
+    ("SYSCTL-CONNTRACK-BUCKETS", set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_buckets": 131071}),
+     set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 1048576, "net.netfilter.nf_conntrack_buckets": 262144})),
+    ("SYSCTL-CONNTRACK-BUCKETS",
+     set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 1048576, "net.netfilter.nf_conntrack_buckets": 262143}),
+     unchanged),
+    ("GPU-NO-GPUS", set_in("gpu.machine", "small"), unchanged),
+    ("GPU-IDLE", set_in("cpu.machine", "t4box"), unchanged),
+    ("GPU-MIG-UNSUPPORTED", set_in("t4.gpu_sharing", {"mode": "mig", "mig_config": "x", "mig_devices": {"1g.5gb": 7}}),
+     unchanged),
+    ("GPU-MIG-PROFILE", set_in("gpu.gpu_sharing.mig_devices", {"1g.5gb": 7}),
+     set_in("gpu.gpu_sharing.mig_devices", {"1g.20gb": 4})),
+    # 3g+3g+1g adds up to 7 compute slices but needs 9 memory slices at fixed starts
+    ("GPU-MIG-FIT", set_in("gpu.gpu_sharing.mig_devices", {"3g.40gb": 2, "1g.10gb": 1}),
+     set_in("gpu.gpu_sharing.mig_devices", {"4g.40gb": 1, "3g.40gb": 1})),
+    ("GPU-MIG-FIT", set_in("gpu.gpu_sharing.mig_devices", {"1g.10gb": 8}),
+     set_in("gpu.gpu_sharing.mig_devices", {"4g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1})),
+    ("GPU-DRIVER-DRIFT", host_var("gpu", "gpu-1", "nvidia_driver_version", "550.90.07"),
+     host_var("gpu", "gpu-1", "nvidia_driver_version", "550.127.08")),
+    ("GPU-DRIVER-DRIFT", host_var("t4", "t4-1", "cuda_version", "12.4"), host_var("t4", "t4-1", "cuda_version", "12.2")),
+    ("GPU-CUDA-DRIVER", both(set_in("t4.nvidia_driver_version", "470.82.01"), set_in("t4.cuda_version", "12.2")),
+     both(set_in("t4.nvidia_driver_version", "525.60.13"), set_in("t4.cuda_version", "12.0"))),
+    ("GPU-CUDA-MINOR", both(set_in("t4.nvidia_driver_version", "535.54.03"), set_in("t4.cuda_version", "12.4")),
+     both(set_in("t4.nvidia_driver_version", "550.54.14"), set_in("t4.cuda_version", "12.4.1"))),
+    ("GPU-BIGMEM-SHARED", set_in("gpu.pool_kind", "gpu_bigmem"),
+     both(set_in("gpu.pool_kind", "gpu_bigmem"), set_in("gpu.gpu_sharing", {"mode": "exclusive"}))),
+    ("HOST-CORES-PER-GPU", set_in("all.machines.a100box.cores", 63), set_in("all.machines.a100box.cores", 64)),
+    ("HOST-CORES-PER-GPU", host_var("gpu", "gpu-1", "hardware", {"cores": 60}),
+     host_var("gpu", "gpu-1", "hardware", {"cores": 60, "gpu_count": 7})),
+    ("HOST-MEMORY-PER-GPU", set_in("all.machines.a100box.memory_gib", 511),
+     set_in("all.machines.a100box.memory_gib", 512)),
+    ("TEN-SHARED-GPU", set_in("all.tenants.svc.pools", ["cpu", "t4"]),
+     both(set_in("all.tenants.svc.pools", ["cpu", "t4"]), set_in("all.tenants.svc.tier", "dev"))),
+    ("TEN-SHARED-GPU", set_in("all.tenants.batch.tier", "inference"), set_in("all.tenants.batch.tier", "training")),
+    ("TEN-MEMORY-OVERCOMMIT", set_in("all.tenants.cache.limit_range.default_request.memory", "1Gi"),
+     set_in("all.tenants.cache.limit_range.default_request.memory", "2048Mi")),
+    ("TEN-MEMORY-OVERCOMMIT", set_in("all.tenants.cache.limit_range.max_limit_request_ratio", {"memory": 2}),
+     set_in("all.tenants.cache.limit_range.max_limit_request_ratio", {"memory": 1})),
+    ("TEN-MEMORY-OVERCOMMIT", set_in("all.tenants.svc.pools", ["cpu", "mem"]), unchanged),
+    ("TEN-NO-DEFAULTS", delete("all.tenants.svc.limit_range"),
+     set_in("all.tenants.svc.limit_range", {"default_request": {"cpu": "1", "memory": "1Gi"}})),
+    ("TEN-NO-QUOTA", set_in("all.tenants.svc.quota", {"pods": 10}),
+     set_in("all.tenants.svc.quota", {"cpu": 1, "memory": "1Gi"})),
+    ("QUOTA-GPU-RESOURCE", quota("infer", "requests.nvidia.com/gpu", 1), quota("infer", "requests.nvidia.com/mig-1g.10gb", 1)),
+    ("QUOTA-GPU-RESOURCE", set_in("all.tenants.batch.queue.capability", {"nvidia.com/gpu": 4}),
+     set_in("all.tenants.batch.queue.capability", {"nvidia.com/gpu.shared": 4})),
+    # cpu pool: 2 hosts x (16 CPUs - 200m reserved) = 31.6 allocatable CPUs
+    ("QUOTA-OVER-POOLS", quota("svc", "requests.cpu", 32), quota("svc", "requests.cpu", "31600m")),
+    ("QUOTA-OVER-POOLS", quota("infer", "requests.nvidia.com/mig-1g.10gb", 57),
+     quota("infer", "requests.nvidia.com/mig-1g.10gb", 56)),
+    ("QUOTA-OVERSUBSCRIBED", both(quota("svc", "requests.cpu", 20), second_cpu_tenant(12)),
+     both(quota("svc", "requests.cpu", 20), second_cpu_tenant(11))),
+    ("STORAGE-LOCAL-BINDING", set_in("all.storage_classes.local.volume_binding_mode", "Immediate"),
+     set_in("all.storage_classes.local.volume_binding_mode", "WaitForFirstConsumer")),
+    ("STORAGE-NO-DISKS", set_in("all.storage_classes.local.pools", ["mem", "cpu"]), unchanged),
+    ("STORAGE-CAPACITY", quota("infer", "nfs.storageclass.storage.k8s.io/requests.storage", "11Ti"),
+     quota("infer", "nfs.storageclass.storage.k8s.io/requests.storage", "10Ti")),
+    ("STORAGE-CAPACITY", quota("cache", "local.storageclass.storage.k8s.io/requests.storage", "101Gi"),
+     quota("cache", "local.storageclass.storage.k8s.io/requests.storage", "100Gi")),
+    ("STORAGE-DEFAULT", set_in("all.storage_classes.local.default", True),
+     both(set_in("all.storage_classes.local.default", True), set_in("all.storage_classes.nfs.default", False))),
+]
+
+
+@pytest.mark.parametrize("code, failing, passing", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule_fails_and_passes(inventory, findings, code, failing, passing):
+    bad = inventory
+    failing(bad)
+    found = [f for f in findings(bad) if f.code == code]
+    assert found, f"{code} not reported"
+    assert all(f.severity == RULES[code].severity for f in found)
+    assert all(f.file and f.field and f.message and f.fix for f in found)
+
+    good = base_inventory()
+    passing(good)
+    assert [f for f in findings(good) if f.code == code] == []
+
+
+def test_the_base_inventory_is_clean(inventory, findings):
+    assert findings(inventory) == []
+
+
+def test_every_rule_has_a_failing_case():
+    assert sorted(RULES) == sorted({case[0] for case in CASES})
+
+
+def test_findings_name_the_file_that_holds_the_problem(inventory, findings):
+    set_in("gpu.node_taints", [])(inventory)
+    host_var("gpu", "gpu-1", "nvidia_driver_version", "550.90.07")(inventory)
+    by_code = {f.code: f for f in findings(inventory)}
+    assert by_code["POOL-GPU-TAINT"].file.endswith("group_vars/gpu.yml")
+    assert by_code["POOL-GPU-TAINT"].field == "node_taints"
+    assert by_code["GPU-DRIVER-DRIFT"].file.endswith("hosts.yml")
+    assert by_code["GPU-DRIVER-DRIFT"].field == "gpu-1.nvidia_driver_version"
+
+
+def test_every_problem_is_reported_at_once(inventory, findings):
+    set_in("gpu.node_taints", [])(inventory)
+    set_in("all.kube_version", "1.20.0")(inventory)
+    set_in("all.reserved_networks.lab", "10.96.0.0/16")(inventory)
+    assert {"POOL-GPU-TAINT", "KUBE-VERSION", "NET-OVERLAP"} <= {f.code for f in findings(inventory)}
+
+
+def test_a_broken_reference_is_reported_once_not_as_a_cascade(inventory, findings):
+    set_in("gpu.machine", "nosuch")(inventory)
+    assert [f.code for f in findings(inventory)] == ["REF-MACHINE"]
+
+
+def test_a_finding_is_reported_once_per_kind_of_host_not_per_host(inventory, findings):
+    add_cpu_hosts(2)(inventory)
+    set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 1000})(inventory)
+    found = [f for f in findings(inventory) if f.code == "SYSCTL-CONNTRACK-MAX"]
+    assert len(found) == 1
+    assert "cpu-1, cpu-2, cpu-3 and 1 more" in found[0].message
