@@ -88,8 +88,10 @@ def load_environment(path: str | Path) -> Environment:
     inventory = _read_yaml(hosts_file, problems)
     pool_hosts, inline_vars = _pool_members(inventory, hosts_file, problems) if inventory is not None else ({}, {})
 
-    group_vars = _read_vars_dir(root / "group_vars", problems)
-    host_vars = _read_vars_dir(root / "host_vars", problems)
+    unreadable: set[str] = set()  # groups whose group_vars file failed to parse
+    unreadable_hosts: set[str] = set()
+    group_vars = _read_vars_dir(root / "group_vars", problems, unreadable)
+    host_vars = _read_vars_dir(root / "host_vars", problems, unreadable_hosts)
 
     cluster: ClusterVars | None = None
     cluster_sources: dict[str, str] = {}
@@ -97,7 +99,8 @@ def load_environment(path: str | Path) -> Environment:
         problems.append(f"{root / 'group_vars' / 'all.yml'}: missing; it holds the cluster-wide variables")
     else:
         values, cluster_sources = group_vars.pop("all")
-        cluster = _validate(ClusterVars, values, cluster_sources, problems)
+        if "all" not in unreadable:
+            cluster = _validate(ClusterVars, values, cluster_sources, problems, root / "group_vars" / "all.yml")
 
     pools: dict[str, Pool] = {}
     for pool_name, members in pool_hosts.items():
@@ -108,8 +111,8 @@ def load_environment(path: str | Path) -> Environment:
             )
             continue
         values, pool_sources = group_vars.pop(pool_name)
-        pool_vars = _validate(PoolVars, values, pool_sources, problems)
         pool_file = next(iter(pool_sources.values()), str(root / "group_vars" / f"{pool_name}.yml"))
+        pool_vars = None if pool_name in unreadable else _validate(PoolVars, values, pool_sources, problems, pool_file)
         hosts = []
         for host_name in members:
             values = dict(inline_vars.get(host_name, {}))
@@ -120,8 +123,8 @@ def load_environment(path: str | Path) -> Environment:
                 sources.update(extra_sources)
             address = values.get("ansible_host")
             values = {key: value for key, value in values.items() if not key.startswith("ansible_")}
-            parsed = _validate(HostVars, values, sources, problems, owner=host_name)
-            if parsed is not None:
+            parsed = _validate(HostVars, values, sources, problems, hosts_file, owner=host_name)
+            if parsed is not None and host_name not in unreadable_hosts:
                 source = next(iter(sources.values()), str(hosts_file))
                 hosts.append(Host(host_name, pool_name, parsed, source, None if address is None else str(address)))
         if pool_vars is not None:
@@ -170,10 +173,11 @@ def _read_yaml(path: Path, problems: list[str]) -> object:
     return None
 
 
-def _read_vars_dir(folder: Path, problems: list[str]) -> dict[str, tuple[dict, dict[str, str]]]:
+def _read_vars_dir(folder: Path, problems: list[str], unreadable: set[str]) -> dict[str, tuple[dict, dict[str, str]]]:
     """Read group_vars/ or host_vars/: NAME.yml files and NAME/ folders of files, as Ansible does.
 
-    Returns NAME -> (variables, variable -> file that set it).
+    Returns NAME -> (variables, variable -> file that set it); adds NAME to `unreadable` when one of
+    its files could not be parsed, so its half-read variables are not validated into a cascade.
     """
     found: dict[str, tuple[dict, dict[str, str]]] = {}
     if not folder.is_dir():
@@ -188,10 +192,15 @@ def _read_vars_dir(folder: Path, problems: list[str]) -> dict[str, tuple[dict, d
             continue
         values, sources = found.setdefault(name, ({}, {}))
         for path in files:
+            before = len(problems)
             data = _read_yaml(path, problems)
-            if data is None:
+            if len(problems) > before:
+                unreadable.add(name)
+                continue
+            if data is None:  # an empty file, as Ansible allows
                 continue
             if not isinstance(data, dict):
+                unreadable.add(name)
                 problems.append(f"{path}: must be a mapping of variable names to values")
                 continue
             for key, value in data.items():
@@ -292,13 +301,14 @@ def _expand_host_pattern(pattern: str, hosts_file: Path, problems: list[str]) ->
 # ---------------------------------------------------------------- validation messages
 
 
-def _validate(model: type[BaseModel], values: dict, sources: dict[str, str], problems: list[str], owner: str = ""):
+def _validate(model: type[BaseModel], values: dict, sources: dict[str, str], problems: list[str],
+              default_file: Path | str, owner: str = ""):
     try:
         return model.model_validate(values)
     except ValidationError as error:
         for item in error.errors():
             loc = tuple(item["loc"])
-            where = sources.get(str(loc[0]), next(iter(sources.values()), "")) if loc else ""
+            where = sources.get(str(loc[0]), str(default_file)) if loc else str(default_file)
             field_path = ".".join(str(part) for part in loc)
             if owner:
                 field_path = f"{owner}.{field_path}" if field_path else owner

@@ -36,7 +36,7 @@ class Strict(BaseModel):
 
 
 def _quantity(value: object) -> str:
-    parse_quantity(value)
+    parse_quantity(value)  # raises on booleans, negatives and malformed text
     return str(value)
 
 
@@ -68,8 +68,8 @@ def _threshold(value: object) -> str:
     return _quantity(value)
 
 
-Quantity = Annotated[str | int | float, AfterValidator(_quantity)]
-Threshold = Annotated[str | int | float, AfterValidator(_threshold)]
+Quantity = Annotated[str, BeforeValidator(_quantity)]
+Threshold = Annotated[str, BeforeValidator(_threshold)]
 CpuList = Annotated[str, AfterValidator(_cpu_list)]
 Cidr = Annotated[ipaddress.IPv4Network, BeforeValidator(_ipv4_network)]
 DnsLabel = Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]

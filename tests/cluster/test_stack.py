@@ -1,0 +1,36 @@
+"""The Pulumi program under mocks: a good spec exports its plan, a bad one declares nothing."""
+
+import pulumi
+import pytest
+from conftest import ROOT
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args):
+        return [f"{args.name}-id", args.inputs]
+
+    def call(self, args):
+        return {}
+
+
+pulumi.runtime.set_mocks(Mocks(), project="k8s-node-pools", stack="test", preview=False)
+
+from infra.stack import declare  # noqa: E402  (after set_mocks, as Pulumi requires)
+
+
+def test_a_good_spec_exports_its_plan():
+    plan = declare(str(ROOT / "inventories" / "example"))
+    assert plan["environment"] == "example"
+    assert {p["name"] for p in plan["pools"]} == {
+        "cpu_general", "mem_cache", "gpu_a100", "gpu_t4_offline", "gpu_h100_bigmem"}
+
+
+def test_a_spec_with_errors_is_refused(inventory, write):
+    inventory["group_vars"]["gpu"]["node_taints"] = []
+    with pytest.raises(pulumi.RunError, match="preflight found errors"):
+        declare(str(write(inventory)))
+
+
+def test_an_unusable_spec_is_refused_with_its_problems(tmp_path):
+    with pytest.raises(pulumi.RunError, match="no such inventory folder"):
+        declare(str(tmp_path / "nope"))

@@ -1,0 +1,88 @@
+"""Capacity and cost figures, checked by hand against the base inventory's numbers."""
+
+import json
+
+import pytest
+from inventory_builder import pools_of
+
+from infra.plan import build_plan, render_table
+from infra.spec import load_environment
+
+
+@pytest.fixture
+def plan(inventory, write):
+    def _plan(data=None):
+        return build_plan(load_environment(write(data or inventory)))
+
+    return _plan
+
+
+def by_name(plan):
+    return {pool["name"]: pool for pool in plan["pools"]}
+
+
+def test_allocatable_follows_the_kubelet_formula(inventory, plan):
+    inventory["group_vars"]["mem"].update({
+        "hugepages": {"1Gi": 8, "2Mi": 1024},
+        "kube_memory_reserved": "1Gi", "system_memory_reserved": "2Gi",
+        "eviction_hard": {"memory.available": "5%"},
+        "kube_cpu_reserved": "500m", "system_cpu_reserved": "1",
+    })
+    mem = by_name(plan())["mem"]
+    # 64 GiB - 10 GiB hugepages - 1 - 2 - 5% of 64 (3.2) = 47.8 GiB; 16 CPUs - 1.5 = 14.5
+    assert mem["memory_gib"] == 64
+    assert mem["hugepages_gib"] == 10
+    assert mem["allocatable_memory_gib"] == 47.8
+    assert mem["cpus"] == 16 and mem["cores"] == 8
+    assert mem["allocatable_cpu"] == 14.5
+
+
+def test_gpu_resources_follow_the_sharing_mode(plan):
+    pools = by_name(plan())
+    assert pools["gpu"]["gpu_resources"] == {"nvidia.com/mig-1g.10gb": 56}
+    assert pools["gpu"]["gpu_memory_allocated_percent"] == 87.5  # 7 of 8 memory slices
+    assert pools["gpu"]["gpu_memory_gib"] == 640
+    assert pools["t4"]["gpu_resources"] == {"nvidia.com/gpu.shared": 4}
+    assert pools["cpu"]["gpu_resources"] == {}
+
+
+def test_whole_gpus_when_exclusive(inventory, plan):
+    inventory["group_vars"]["gpu"]["gpu_sharing"] = {"mode": "exclusive"}
+    assert by_name(plan())["gpu"]["gpu_resources"] == {"nvidia.com/gpu": 8}
+
+
+def test_costs_use_each_hosts_machine_and_the_yearly_discount(inventory, plan):
+    pools_of(inventory)["cpu"]["hosts"]["cpu-2"]["machine"] = "t4box"
+    cpu = by_name(plan())["cpu"]
+    assert cpu["monthly_cost"] == 100 + 800
+    assert cpu["yearly_cost"] == 100 * 12 * 0.9 + 800 * 12
+    assert cpu["machines"] == ["small", "t4box"]
+
+
+def test_host_hardware_overrides_change_the_figures(inventory, plan):
+    pools_of(inventory)["gpu"]["hosts"]["gpu-1"]["hardware"] = {"gpu_count": 7, "memory_gib": 512}
+    gpu = by_name(plan())["gpu"]
+    assert gpu["gpus"] == 7
+    assert gpu["memory_gib"] == 512
+    assert gpu["gpu_resources"] == {"nvidia.com/mig-1g.10gb": 49}
+
+
+def test_totals_and_network(plan):
+    result = plan()
+    assert result["totals"]["hosts"] == 5
+    assert result["totals"]["gpus"] == 10
+    assert result["totals"]["monthly_cost"] == 100 * 3 + 5000 + 800
+    assert result["network"]["node_blocks"] == 8
+    assert result["network"]["nodes"] == 5
+    assert result["network"]["pod_addresses_per_node"] == 254
+    assert result["network"]["service_addresses"] == 4093
+
+
+def test_plan_is_json_and_the_table_shows_every_pool(plan):
+    result = plan()
+    assert json.loads(json.dumps(result)) == result
+    table = render_table(result)
+    for name in ("cpu", "mem", "gpu", "t4", "total"):
+        assert any(line.startswith(name) for line in table.splitlines())
+    assert "nvidia.com/mig-1g.10gb 56" in table
+    assert "87.5%" in table

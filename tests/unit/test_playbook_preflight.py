@@ -1,0 +1,30 @@
+"""`ansible-playbook ansible/site.yml` checks the inventory first and stops on errors."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT
+
+PLAYBOOK = shutil.which("ansible-playbook", path=str(Path(sys.executable).parent)) or shutil.which("ansible-playbook")
+
+
+def play(inventory: Path) -> subprocess.CompletedProcess:
+    assert PLAYBOOK, "ansible-playbook not installed (pip install -e .[test] brings ansible-core)"
+    return subprocess.run([PLAYBOOK, "-i", str(inventory), str(ROOT / "ansible" / "site.yml")],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_a_clean_inventory_passes_preflight():
+    result = play(ROOT / "inventories" / "example")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "failed=0" in result.stdout
+
+
+def test_an_inventory_with_errors_stops_the_play(inventory, write):
+    inventory["group_vars"]["gpu"]["node_taints"] = []
+    result = play(write(inventory))
+    assert result.returncode == 2
+    assert "POOL-GPU-TAINT" in result.stdout
+    assert "Nothing was changed" in result.stdout
