@@ -14,6 +14,7 @@ is collected and raised together as one SpecError, each line naming the file and
 from __future__ import annotations
 
 import difflib
+import gc
 import re
 import string
 import types
@@ -76,8 +77,21 @@ class Environment:
 
 
 def load_environment(path: str | Path) -> Environment:
-    """Load and validate the inventory folder at `path`; raise SpecError listing every problem."""
-    root = Path(path)
+    """Load and validate the inventory folder at `path`; raise SpecError listing every problem.
+
+    The cyclic garbage collector is paused meanwhile: loading builds one small dict per host and
+    keeps all of them, so collections find nothing to free and only add time (3x at 20,000 hosts).
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(Path(path))
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load(root: Path) -> Environment:
     if not root.is_dir():
         raise SpecError([f"{root}: no such inventory folder; pass a folder such as inventories/example"])
     problems: list[str] = []
