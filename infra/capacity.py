@@ -8,7 +8,6 @@ strategy, shared cards renamed to nvidia.com/gpu.shared), so quotas can be check
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -121,15 +120,12 @@ class PoolCapacity:
     yearly_cost: Decimal = Decimal(0)
 
     def resource(self, name: str) -> Decimal:
-        """Schedulable amount of a ResourceQuota-style resource name ("requests.cpu", "nvidia.com/gpu")."""
-        base = re.sub(r"^(requests|limits)\.", "", name)
-        if base == "cpu":
+        """Schedulable amount of a resource: "cpu" (cores), "memory" (bytes) or an extended resource."""
+        if name == "cpu":
             return self.allocatable_cpu
-        if base == "memory":
+        if name == "memory":
             return self.allocatable_memory_gib * GIB
-        if base == "pods":
-            return Decimal(self.pods)
-        return Decimal(self.gpu_resources.get(base, 0))
+        return Decimal(self.gpu_resources.get(name, 0))
 
 
 def combined(capacities: Iterable[PoolCapacity]) -> PoolCapacity:

@@ -121,7 +121,7 @@ def build_plan(env: Environment) -> dict:
 def render_table(plan: dict) -> str:
     """The plan for a terminal: one row per pool, a totals row, GPU resources and the address plan."""
     money = plan["currency"]
-    header = ["POOL", "KIND", "HOSTS", "CPU alloc/total", "MEM GiB alloc/total", "HUGEPAGES GiB",
+    header = ["POOL", "KIND", "HOSTS", "CORES", "CPU alloc/total", "MEM GiB alloc/total", "HUGEPAGES GiB",
               "GPUS", "SHARING", "GPU MEM USED", f"{money}/MONTH", f"{money}/YEAR"]
     rows = []
     for pool in plan["pools"] + [dict(plan["totals"], name="total", kind="", gpu_sharing=None,
@@ -129,7 +129,7 @@ def render_table(plan: dict) -> str:
         gpus = f"{pool['gpus']} x {pool['gpu_model']}" if pool.get("gpu_model") else str(pool["gpus"] or "")
         used = pool["gpu_memory_allocated_percent"]
         rows.append([
-            pool["name"], pool["kind"], str(pool["hosts"]),
+            pool["name"], pool["kind"], str(pool["hosts"]), str(pool["cores"]),
             f"{pool['allocatable_cpu']:g}/{pool['cpus']}",
             f"{format_gib(pool['allocatable_memory_gib'])}/{format_gib(pool['memory_gib'])}",
             format_gib(pool["hugepages_gib"]) if pool["hugepages_gib"] else "",
@@ -138,7 +138,7 @@ def render_table(plan: dict) -> str:
         ])
     lines = [f"Plan for {plan['environment']} (cluster {plan['cluster']}, Kubernetes {plan['kubernetes']}, "
              f"{plan['cni']})", ""]
-    lines += _table(header, rows, numeric={2, 3, 4, 5, 9, 10})
+    lines += _table(header, rows, numeric={2, 3, 4, 5, 6, 10, 11})
     gpu_lines = [
         f"  {pool['name']}: " + ", ".join(f"{name} {count}" for name, count in pool["gpu_resources"].items())
         for pool in plan["pools"] if pool["gpu_resources"]

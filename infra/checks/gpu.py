@@ -6,7 +6,8 @@ from infra.capacity import describe_hosts, machine_groups
 from infra.checks.base import Report, rule
 from infra.knowledge import gpu_models, platform
 from infra.mig import placement
-from infra.spec import Environment, Pool
+from infra.spec import Environment, Host, Pool
+from infra.spec.models import Machine
 
 GPU_NO_GPUS = rule(
     "GPU-NO-GPUS", "error",
@@ -125,7 +126,7 @@ def _drivers(pool: Pool, report: Report) -> None:
         for field, pool_value in (("nvidia_driver_version", driver), ("cuda_version", cuda)):
             host_value = getattr(host.vars, field)
             if host_value and host_value != pool_value:
-                report.add(GPU_DRIVER_DRIFT, host.source, f"{host.name}.{field}",
+                report.add(GPU_DRIVER_DRIFT, host.source(field), f"{host.name}.{field}",
                            f"host {host.name} sets {host_value}, pool {pool.name} runs {pool_value}")
     if not (driver and cuda):
         return
@@ -146,7 +147,7 @@ def _drivers(pool: Pool, report: Report) -> None:
                    f"pool {pool.name}: CUDA {cuda} is fully supported from driver {needed}; {driver} is set")
 
 
-def _host_per_gpu(pool: Pool, machine, hosts, report: Report) -> None:
+def _host_per_gpu(pool: Pool, machine: Machine, hosts: list[Host], report: Report) -> None:
     ratio = platform().host_per_gpu.get(machine.gpu_model or "")
     if ratio is None or not machine.gpu_count:
         return

@@ -72,8 +72,11 @@ def check(env: Environment, report: Report) -> None:
     node_prefix = cluster.kube_network_node_prefix
     pod_prefix = cluster.kube_pods_subnet.prefixlen
     nodes = sum(len(pool.hosts) for pool in env.pools.values())
-    blocks = 2 ** (node_prefix - pod_prefix) if node_prefix >= pod_prefix else 0
-    if nodes > blocks:
+    blocks = 2 ** max(node_prefix - pod_prefix, 0)
+    if node_prefix < pod_prefix:
+        report.add(NET_POD_CIDR, pods_file, "kube_network_node_prefix",
+                   f"per-node /{node_prefix} is wider than the Pod CIDR {cluster.kube_pods_subnet} itself")
+    elif nodes > blocks:
         report.add(
             NET_POD_CIDR, pods_file, "kube_pods_subnet",
             f"{cluster.kube_pods_subnet} holds {blocks} per-node /{node_prefix} blocks for {nodes} nodes",

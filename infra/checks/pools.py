@@ -7,8 +7,8 @@ from decimal import Decimal
 from infra.capacity import describe_hosts, host_capacity, machine_groups
 from infra.checks.base import Report, rule
 from infra.knowledge import platform
-from infra.spec import Environment, Pool
-from infra.spec.models import parse_taint
+from infra.spec import Environment, Host, Pool
+from infra.spec.models import Machine, parse_taint
 from infra.units import parse_cpu_list, parse_quantity
 
 POOL_GPU_TAINT = rule(
@@ -102,7 +102,7 @@ def _taints(pool: Pool, report: Report) -> None:
         report.add(POOL_MEMORY_TAINT, pool.source, "node_taints", f"memory pool {pool.name} has no NoSchedule taint")
 
 
-def _host_resources(env: Environment, pool: Pool, machine, hosts, report: Report) -> None:
+def _host_resources(env: Environment, pool: Pool, machine: Machine, hosts: list[Host], report: Report) -> None:
     spec = pool.vars
     where = f"pool {pool.name} ({describe_hosts(hosts)})"
     one = host_capacity(env, pool, machine)

@@ -70,10 +70,10 @@ def check(env: Environment, report: Report) -> None:
             )
         for host in pool.hosts:
             if host.vars.machine and host.vars.machine not in cluster.machines:
-                report.add(REF_MACHINE, host.source, f"{host.name}.machine",
+                report.add(REF_MACHINE, host.source("machine"), f"{host.name}.machine",
                            f"machine {host.vars.machine!r} is not defined")
             if cluster.zones and host.vars.zone and host.vars.zone not in cluster.zones:
-                report.add(REF_ZONE, host.source, f"{host.name}.zone",
+                report.add(REF_ZONE, host.source("zone"), f"{host.name}.zone",
                            f"zone {host.vars.zone!r} is not one of {', '.join(cluster.zones)}")
 
     tenants_file = env.cluster_source("tenants")

@@ -30,6 +30,7 @@ from infra.spec.models import ClusterVars, HostVars, PoolVars
 POOLS_GROUP = "node_pools"
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _YAML_SUFFIXES = (".yml", ".yaml")
+UNREADABLE = object()  # what _read_yaml returns for a file that could not be parsed
 
 
 class SpecError(Exception):
@@ -45,8 +46,13 @@ class Host:
     name: str
     pool: str
     vars: HostVars
-    source: str
+    hosts_file: str
+    sources: dict[str, str] = field(default_factory=dict)  # variable -> host_vars file that set it
     address: str | None = None
+
+    def source(self, key: str) -> str:
+        """The file that sets the host variable `key`: its host_vars file, else hosts.yml."""
+        return self.sources.get(key, self.hosts_file)
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,8 @@ def _load(root: Path) -> Environment:
     if hosts_file is None:
         raise SpecError([f"{root}: no hosts.yml; an inventory folder needs hosts.yml and group_vars/all.yml"])
     inventory = _read_yaml(hosts_file, problems)
-    pool_hosts, inline_vars = _pool_members(inventory, hosts_file, problems) if inventory is not None else ({}, {})
+    groups = {} if inventory is UNREADABLE else _read_groups(inventory, hosts_file, problems)
+    pool_hosts, inline_vars = _pool_members(groups, hosts_file, problems)
 
     unreadable: set[str] = set()  # groups whose group_vars file failed to parse
     unreadable_hosts: set[str] = set()
@@ -139,15 +146,14 @@ def _load(root: Path) -> Environment:
             values = {key: value for key, value in values.items() if not key.startswith("ansible_")}
             parsed = _validate(HostVars, values, sources, problems, hosts_file, owner=host_name)
             if parsed is not None and host_name not in unreadable_hosts:
-                source = next(iter(sources.values()), str(hosts_file))
-                hosts.append(Host(host_name, pool_name, parsed, source, None if address is None else str(address)))
+                address = None if address is None else str(address)
+                hosts.append(Host(host_name, pool_name, parsed, str(hosts_file), sources, address))
         if pool_vars is not None:
             pools[pool_name] = Pool(pool_name, pool_vars, tuple(hosts), pool_file)
 
-    known_groups = _group_names(inventory) if isinstance(inventory, dict) else set()
     for group, (_, sources) in sorted(group_vars.items()):
         where = next(iter(sources.values()), str(root / "group_vars" / group))
-        if group in known_groups:
+        if group in groups:
             problems.append(
                 f"{where}: group {group} is not a pool (a child of {POOLS_GROUP}); put cluster-wide "
                 "variables in group_vars/all.yml and pool variables in group_vars/<pool>.yml"
@@ -175,6 +181,7 @@ def _first_existing(folder: Path, stem: str) -> Path | None:
 
 
 def _read_yaml(path: Path, problems: list[str]) -> object:
+    """The file's data (None for an empty file), or UNREADABLE with the reason added to `problems`."""
     try:
         with open(path, encoding="utf-8") as handle:
             return yaml.load(handle, Loader=yaml.CSafeLoader)
@@ -184,7 +191,7 @@ def _read_yaml(path: Path, problems: list[str]) -> object:
         problems.append(f"{where}: YAML syntax error: {getattr(error, 'problem', None) or error}")
     except (OSError, UnicodeDecodeError) as error:
         problems.append(f"{path}: cannot be read: {error}")
-    return None
+    return UNREADABLE
 
 
 def _read_vars_dir(folder: Path, problems: list[str], unreadable: set[str]) -> dict[str, tuple[dict, dict[str, str]]]:
@@ -206,9 +213,8 @@ def _read_vars_dir(folder: Path, problems: list[str], unreadable: set[str]) -> d
             continue
         values, sources = found.setdefault(name, ({}, {}))
         for path in files:
-            before = len(problems)
             data = _read_yaml(path, problems)
-            if len(problems) > before:
+            if data is UNREADABLE:
                 unreadable.add(name)
                 continue
             if data is None:  # an empty file, as Ansible allows
@@ -228,48 +234,26 @@ def _read_vars_dir(folder: Path, problems: list[str], unreadable: set[str]) -> d
 # ---------------------------------------------------------------- hosts.yml
 
 
-def _pool_members(inventory: object, hosts_file: Path, problems: list[str]) -> tuple[dict[str, list[str]], dict]:
-    """Return (pool -> host names, host -> inline vars) from an Ansible YAML inventory."""
-    if not isinstance(inventory, dict) or not isinstance(inventory.get("all"), dict):
-        problems.append(f"{hosts_file}: must start with 'all:' (Ansible YAML inventory format)")
-        return {}, {}
-    groups: dict[str, dict] = {}
-    _collect_groups("all", inventory["all"], groups, hosts_file, problems)
-    pools_group = groups.get(POOLS_GROUP)
-    if pools_group is None or not pools_group.get("children"):
-        problems.append(f"{hosts_file}: no group {POOLS_GROUP} with pool groups as children; see README 'The spec'")
-        return {}, {}
-
-    inline: dict[str, dict] = {}
-    for group in groups.values():
-        for host, host_vars in (group.get("hosts") or {}).items():
-            for name in _expand_host_pattern(str(host), hosts_file, problems):
-                inline.setdefault(name, {}).update(host_vars or {})
-
-    members: dict[str, list[str]] = {}
-    pool_of: dict[str, str] = {}
-    for pool in pools_group["children"]:
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", pool):
-            problems.append(f"{hosts_file}: pool group {pool!r}: use lowercase letters, digits and '_' (e.g. gpu_inference)")
-        body = groups.get(pool) or {}
-        if body.get("children"):
-            problems.append(f"{hosts_file}: pool {pool} has child groups; a pool lists its hosts directly")
-        names = [n for host in (body.get("hosts") or {}) for n in _expand_host_pattern(str(host), hosts_file, problems)]
-        if not names:
-            problems.append(f"{hosts_file}: pool {pool} has no hosts")
-        for name in names:
-            if not _NODE_NAME.match(name) or len(name) > 253:
-                problems.append(f"{hosts_file}: host {name!r}: Kubernetes node names are lowercase DNS names")
-            if name in pool_of and pool_of[name] != pool:
-                problems.append(f"{hosts_file}: host {name} is in pools {pool_of[name]} and {pool}; a host belongs to one pool")
-            pool_of[name] = pool
-        members[pool] = names
-    return members, inline
+@dataclass
+class _Group:
+    hosts: dict[str, dict] = field(default_factory=dict)  # expanded host name -> inline variables
+    children: list[str] = field(default_factory=list)
 
 
-def _collect_groups(name: str, body: object, groups: dict[str, dict], hosts_file: Path, problems: list[str]) -> None:
+def _read_groups(inventory: object, hosts_file: Path, problems: list[str]) -> dict[str, _Group]:
+    """Every group of an Ansible YAML inventory, host patterns expanded; problems for malformed parts."""
+    groups: dict[str, _Group] = {}
+    if not isinstance(inventory, dict) or set(inventory) != {"all"}:
+        problems.append(f"{hosts_file}: must hold one top-level key, 'all:' (Ansible YAML inventory format)")
+        return groups
+    _collect_group("all", inventory["all"], groups, hosts_file, problems)
+    return groups
+
+
+def _collect_group(name: str, body: object, groups: dict[str, _Group], hosts_file: Path, problems: list[str]) -> None:
+    group = groups.setdefault(name, _Group())
     if body is None:
-        body = {}
+        return
     if not isinstance(body, dict):
         problems.append(f"{hosts_file}: group {name} must be a mapping with hosts: and/or children:")
         return
@@ -281,17 +265,54 @@ def _collect_groups(name: str, body: object, groups: dict[str, dict], hosts_file
             f"{hosts_file}: group {name}: vars: in hosts.yml hide variables from review; move them to "
             f"group_vars/{name}.yml"
         )
-    merged = groups.setdefault(name, {"hosts": {}, "children": {}})
-    merged["hosts"].update(body.get("hosts") or {})
-    for child, child_body in (body.get("children") or {}).items():
-        merged["children"][child] = True
-        _collect_groups(child, child_body, groups, hosts_file, problems)
+    hosts, children = body.get("hosts") or {}, body.get("children") or {}
+    if not isinstance(hosts, dict):
+        problems.append(f"{hosts_file}: group {name}: hosts: must map host names to their variables (or nothing)")
+        hosts = {}
+    if not isinstance(children, dict):
+        problems.append(f"{hosts_file}: group {name}: children: must map group names to groups")
+        children = {}
+    for pattern, host_vars in hosts.items():
+        if host_vars is not None and not isinstance(host_vars, dict):
+            problems.append(f"{hosts_file}: host {pattern}: variables must be a mapping, e.g. {{ansible_host: 10.0.0.1}}")
+            host_vars = None
+        for host in _expand_host_pattern(str(pattern), hosts_file, problems):
+            group.hosts.setdefault(host, {}).update(host_vars or {})
+    for child, child_body in children.items():
+        group.children.append(str(child))
+        _collect_group(str(child), child_body, groups, hosts_file, problems)
 
 
-def _group_names(inventory: dict) -> set[str]:
-    groups: dict[str, dict] = {}
-    _collect_groups("all", inventory.get("all"), groups, Path("hosts.yml"), [])
-    return set(groups)
+def _pool_members(groups: dict[str, _Group], hosts_file: Path, problems: list[str]) -> tuple[dict[str, list[str]], dict]:
+    """Return (pool -> host names, host -> inline variables merged over every group that lists it)."""
+    pools_group = groups.get(POOLS_GROUP)
+    if pools_group is None or not pools_group.children:
+        if groups:
+            problems.append(f"{hosts_file}: no group {POOLS_GROUP} with pool groups as children; see README 'The spec'")
+        return {}, {}
+    inline: dict[str, dict] = {}
+    for group in groups.values():
+        for host, host_vars in group.hosts.items():
+            inline.setdefault(host, {}).update(host_vars)
+
+    members: dict[str, list[str]] = {}
+    pool_of: dict[str, str] = {}
+    for pool in pools_group.children:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", pool):
+            problems.append(f"{hosts_file}: pool group {pool!r}: use lowercase letters, digits and '_' (e.g. gpu_inference)")
+        body = groups[pool]
+        if body.children:
+            problems.append(f"{hosts_file}: pool {pool} has child groups; a pool lists its hosts directly")
+        if not body.hosts:
+            problems.append(f"{hosts_file}: pool {pool} has no hosts")
+        for name in body.hosts:
+            if not _NODE_NAME.match(name) or len(name) > 253:
+                problems.append(f"{hosts_file}: host {name!r}: Kubernetes node names are lowercase DNS names")
+            if name in pool_of and pool_of[name] != pool:
+                problems.append(f"{hosts_file}: host {name} is in pools {pool_of[name]} and {pool}; a host belongs to one pool")
+            pool_of[name] = pool
+        members[pool] = list(body.hosts)
+    return members, inline
 
 
 def _expand_host_pattern(pattern: str, hosts_file: Path, problems: list[str]) -> list[str]:

@@ -74,6 +74,7 @@ CpuList = Annotated[str, AfterValidator(_cpu_list)]
 Cidr = Annotated[ipaddress.IPv4Network, BeforeValidator(_ipv4_network)]
 DnsLabel = Annotated[str, Field(pattern=DNS_LABEL, max_length=63)]
 Version = Annotated[str, Field(pattern=r"^\d+(\.\d+){1,2}$")]
+InterfaceName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:-]{1,15}$", description="Linux interface name")]
 
 
 def check_label_key(key: str) -> None:
@@ -272,7 +273,7 @@ class ClusterVars(Strict):
 class IrqAffinity(Strict):
     """Pin the interrupts of the named NICs to these CPUs, away from the pods' exclusive CPUs."""
 
-    interfaces: list[str] = Field(min_length=1)
+    interfaces: list[InterfaceName] = Field(min_length=1)
     cpus: CpuList
 
 
@@ -326,7 +327,7 @@ class GpuSharing(Strict):
 class RdmaNetwork(Strict):
     """The secondary RDMA/RoCE interface attached to pods through Multus."""
 
-    interface: str = Field(pattern=r"^[A-Za-z0-9_.:-]{1,15}$")
+    interface: InterfaceName
     cidr: Cidr
     mtu: int = Field(9000, ge=1280, le=9216)
 
@@ -375,6 +376,16 @@ class PoolVars(Strict):
         for taint in taints:
             parse_taint(taint)
         return taints
+
+    @field_validator("local_disks")
+    @classmethod
+    def _disks_are_distinct(cls, disks: list[LocalDisk]) -> list[LocalDisk]:
+        for attribute in ("device", "mount"):
+            values = [getattr(disk, attribute) for disk in disks]
+            repeated = sorted({value for value in values if values.count(value) > 1})
+            if repeated:
+                raise ValueError(f"local_disks: {attribute} {', '.join(repeated)} listed more than once")
+        return disks
 
     @field_validator("hugepages")
     @classmethod

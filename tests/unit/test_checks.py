@@ -243,6 +243,12 @@ def test_findings_name_the_file_that_holds_the_problem(inventory, findings):
     assert by_code["GPU-DRIVER-DRIFT"].field == "gpu-1.nvidia_driver_version"
 
 
+def test_a_host_finding_names_the_host_vars_file_that_sets_the_value(inventory, findings):
+    inventory["host_vars"]["gpu-1"] = {"cuda_version": "12.6"}
+    [drift] = [f for f in findings(inventory) if f.code == "GPU-DRIVER-DRIFT"]
+    assert drift.file.endswith("host_vars/gpu-1.yml")
+
+
 def test_every_problem_is_reported_at_once(inventory, findings):
     set_in("gpu.node_taints", [])(inventory)
     set_in("all.kube_version", "1.20.0")(inventory)

@@ -8,6 +8,8 @@ from pydantic import BaseModel
 
 from infra.checks import RULES
 from infra.cli import rules_markdown
+from infra.plan import build_plan, render_table
+from infra.spec import load_environment
 from infra.spec import models
 from infra.spec.models import ClusterVars, HostVars, PoolVars
 
@@ -65,3 +67,9 @@ def test_exactly_two_set_up_commands():
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
     assert commands == ["./dev.sh run", "./dev.sh test"]
     assert "./dev.sh test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_plan_sample_is_what_plan_prints_today():
+    sample = re.search(r"For `inventories/example`:\n\n```\n(.*?)```", README, flags=re.S)[1]
+    plan = render_table(build_plan(load_environment(ROOT / "inventories" / "example")))
+    assert sample.strip() == plan.strip()

@@ -21,7 +21,8 @@ def test_loads_pools_hosts_and_host_vars(inventory, write):
     assert [h.name for h in env.pools["cpu"].hosts] == ["cpu-1", "cpu-2"]
     cpu2 = env.pools["cpu"].hosts[1]
     assert cpu2.vars.zone == "a"  # host_vars/ wins over inline vars, as in Ansible
-    assert cpu2.source.endswith("host_vars/cpu-2.yml")
+    assert cpu2.source("zone").endswith("host_vars/cpu-2.yml")
+    assert cpu2.source("machine").endswith("hosts.yml")
     assert env.pools["gpu"].hosts[0].address == "192.0.2.10"
 
 
@@ -84,6 +85,9 @@ def test_every_problem_is_listed_together(inventory, write):
     ("sysctls", {"NotASysctl": 1}, "not a dotted kernel parameter name"),
     ("eviction_hard", {"memory.available": "120%"}, "percentage threshold"),
     ("cuda_version", "twelve", "String should match pattern"),
+    ("local_disks", [{"device": "/dev/nvme0n1", "size_gib": 1, "mount": "/mnt/a"},
+                     {"device": "/dev/nvme0n1", "size_gib": 1, "mount": "/mnt/b"}], "device /dev/nvme0n1 listed more than once"),
+    ("irq_affinity", {"interfaces": ["a-name-too-long-for-linux"], "cpus": "0"}, "String should match pattern"),
 ])
 def test_pool_values_are_validated(inventory, write, field, value, message):
     inventory["group_vars"]["gpu"][field] = value
@@ -206,3 +210,20 @@ def test_a_variable_set_in_two_files_of_a_folder_is_refused(inventory, write):
     (path / "group_vars" / "base.yml").rename(path / "group_vars" / "all" / "a.yml")
     (path / "group_vars" / "all" / "b.yml").write_text("planned_services: 7\n")
     assert any("planned_services: also set in" in p for p in problems_of(path))
+
+
+@pytest.mark.parametrize("hosts, message", [
+    ({"all": {"children": {"node_pools": {"children": {"cpu": {"hosts": ["cpu-1"]}}}}}}, "hosts: must map host names"),
+    ({"all": {"children": {"node_pools": {"children": {"cpu": {"hosts": {"cpu-1": "10.0.0.1"}}}}}}},
+     "variables must be a mapping"),
+    ({"all": {"children": ["node_pools"]}}, "children: must map group names"),
+    ({"cpu": {"hosts": {"cpu-1": None}}}, "must hold one top-level key, 'all:'"),
+    ({"all": {"children": {"cpus": {"hosts": {"cpu-1": None}}}}}, "no group node_pools with pool groups"),
+    ({"all": {"children": {"node_pools": {"children": {"cpu": {"hosts": {"cpu-[1:x]": None}}}}}}},
+     "write numeric [01:16] or letter [a:f] ranges"),
+    ({"all": {"children": {"node_pools": {"children": {"cpu": {"hostz": {"cpu-1": None}}}}}}}, "unknown keys ['hostz']"),
+])
+def test_malformed_hosts_files_are_reported_not_crashed_on(inventory, write, hosts, message):
+    inventory["hosts"] = hosts
+    problems = problems_of(write(inventory))
+    assert any(message in p for p in problems), problems
