@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 
 from infra.knowledge import platform
@@ -129,38 +129,32 @@ class PoolCapacity:
 
 
 def combined(capacities: Iterable[PoolCapacity]) -> PoolCapacity:
-    """The sum of several pools' capacities (a tenant's pools, the whole cluster)."""
+    """The sum of several capacities (a pool's hosts, a tenant's pools, the whole cluster)."""
     total = PoolCapacity()
     for one in capacities:
-        for name in ("hosts", "cpus", "cores", "memory_gib", "hugepages_gib", "allocatable_cpu",
-                     "allocatable_memory_gib", "pods", "gpus", "monthly_cost", "yearly_cost"):
-            setattr(total, name, getattr(total, name) + getattr(one, name))
-        total.gpu_resources.update(one.gpu_resources)
+        for item in fields(PoolCapacity):
+            setattr(total, item.name, getattr(total, item.name) + getattr(one, item.name))
     return total
 
 
 def pool_capacity(env: Environment, pool: Pool) -> PoolCapacity:
-    total = PoolCapacity()
-    for host in pool.hosts:
-        machine = host_machine(env, host)
-        if machine is None:
-            continue
-        one = host_capacity(env, pool, machine)
-        base_machine = env.cluster.machines[machine_name(env, host)]
-        total.hosts += 1
-        total.cpus += one.cpus
-        total.cores += one.cores
-        total.memory_gib += one.memory_gib
-        total.hugepages_gib += one.hugepages_gib
-        total.allocatable_cpu += max(one.allocatable_cpu, Decimal(0))
-        total.allocatable_memory_gib += max(one.allocatable_memory_gib, Decimal(0))
-        total.pods += one.max_pods
-        total.gpus += one.gpus
-        total.gpu_resources.update(one.gpu_resources)
-        monthly = Decimal(str(base_machine.monthly_price))
-        total.monthly_cost += monthly
-        total.yearly_cost += monthly * 12 * (1 - Decimal(str(base_machine.yearly_discount_percent)) / 100)
-    return total
+    """The pool's totals over its hosts whose machine model is known."""
+    return combined(_as_pool_share(env, pool, host) for host in pool.hosts if host_machine(env, host))
+
+
+def _as_pool_share(env: Environment, pool: Pool, host: Host) -> PoolCapacity:
+    """One host's contribution to its pool: a negative allocatable (an error finding) counts as none."""
+    one = host_capacity(env, pool, host_machine(env, host))
+    priced = env.cluster.machines[machine_name(env, host)]  # the price stays with the machine model
+    monthly = Decimal(str(priced.monthly_price))
+    return PoolCapacity(
+        hosts=1, cpus=one.cpus, cores=one.cores, memory_gib=one.memory_gib, hugepages_gib=one.hugepages_gib,
+        allocatable_cpu=max(one.allocatable_cpu, Decimal(0)),
+        allocatable_memory_gib=max(one.allocatable_memory_gib, Decimal(0)),
+        pods=one.max_pods, gpus=one.gpus, gpu_resources=Counter(one.gpu_resources),
+        monthly_cost=monthly,
+        yearly_cost=monthly * 12 * (1 - Decimal(str(priced.yearly_discount_percent)) / 100),
+    )
 
 
 def machine_groups(env: Environment, pool: Pool) -> dict[Machine, list[Host]]:

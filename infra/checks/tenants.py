@@ -144,7 +144,10 @@ def _no_memory_overcommit(name: str, tenant: Tenant, tenants_file: str, report: 
     limits = tenant.limit_range
     default = limits.default.get("memory") if limits else None
     request = limits.default_request.get("memory") if limits else None
-    if default is None or request is None or parse_quantity(default) != parse_quantity(request):
+    if default is None or request is None:
+        report.add(TEN_MEMORY_OVERCOMMIT, tenants_file, f"tenants.{name}.limit_range",
+                   f"tenant {name} uses a memory pool but sets no default memory limit and request")
+    elif parse_quantity(default) != parse_quantity(request):
         report.add(TEN_MEMORY_OVERCOMMIT, tenants_file, f"tenants.{name}.limit_range",
                    f"tenant {name} uses a memory pool; default memory request {request} != limit {default}")
     ratio = limits.max_limit_request_ratio.get("memory") if limits else None

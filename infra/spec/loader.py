@@ -136,21 +136,38 @@ def _load(root: Path) -> Environment:
         pool_vars = None if pool_name in unreadable else _validate(PoolVars, values, pool_sources, problems, pool_file)
         hosts = []
         for host_name in members:
-            values = dict(inline_vars.get(host_name, {}))
-            sources = {key: str(hosts_file) for key in values}
-            if host_name in host_vars:
-                extra, extra_sources = host_vars[host_name]
-                values.update(extra)
-                sources.update(extra_sources)
-            address = values.get("ansible_host")
-            values = {key: value for key, value in values.items() if not key.startswith("ansible_")}
-            parsed = _validate(HostVars, values, sources, problems, hosts_file, owner=host_name)
-            if parsed is not None and host_name not in unreadable_hosts:
-                address = None if address is None else str(address)
-                hosts.append(Host(host_name, pool_name, parsed, str(hosts_file), sources, address))
+            host = None if host_name in unreadable_hosts else _host(
+                host_name, pool_name, inline_vars, host_vars, hosts_file, problems)
+            if host is not None:
+                hosts.append(host)
         if pool_vars is not None:
             pools[pool_name] = Pool(pool_name, pool_vars, tuple(hosts), pool_file)
 
+    problems += _unclaimed(root, hosts_file, groups, group_vars, host_vars, pool_hosts)
+    if problems or cluster is None:
+        raise SpecError(problems)
+    return Environment(root.name, root, cluster, pools, cluster_sources)
+
+
+def _host(name: str, pool: str, inline_vars: dict, host_vars: dict, hosts_file: Path, problems: list[str]) -> Host | None:
+    """One host: its inline variables from hosts.yml, overridden by host_vars/<name>.yml as in Ansible."""
+    values = dict(inline_vars.get(name, {}))
+    sources: dict[str, str] = {}
+    if name in host_vars:
+        extra, sources = host_vars[name]
+        values.update(extra)
+    address = values.get("ansible_host")
+    values = {key: value for key, value in values.items() if not key.startswith("ansible_")}
+    parsed = _validate(HostVars, values, sources, problems, hosts_file, owner=name)
+    if parsed is None:
+        return None
+    return Host(name, pool, parsed, str(hosts_file), dict(sources), None if address is None else str(address))
+
+
+def _unclaimed(root: Path, hosts_file: Path, groups: dict, group_vars: dict, host_vars: dict,
+               pool_hosts: dict[str, list[str]]) -> list[str]:
+    """Variables files that no pool or pool host reads: Ansible would apply them, infra.spec would not."""
+    problems = []
     for group, (_, sources) in sorted(group_vars.items()):
         where = next(iter(sources.values()), str(root / "group_vars" / group))
         if group in groups:
@@ -160,13 +177,11 @@ def _load(root: Path) -> Environment:
             )
         else:
             problems.append(f"{where}: names no group of {hosts_file.name}; rename it after a pool or remove it")
-    all_hosts = {host for members in pool_hosts.values() for host in members}
-    for host in sorted(set(host_vars) - all_hosts):
-        problems.append(f"{next(iter(host_vars[host][1].values()))}: host {host} is in no pool of {hosts_file.name}")
-
-    if problems or cluster is None:
-        raise SpecError(problems)
-    return Environment(root.name, root, cluster, pools, cluster_sources)
+    in_pools = {host for members in pool_hosts.values() for host in members}
+    for host in sorted(set(host_vars) - in_pools):
+        where = next(iter(host_vars[host][1].values()), str(root / "host_vars" / host))
+        problems.append(f"{where}: host {host} is in no pool of {hosts_file.name}")
+    return problems
 
 
 # ---------------------------------------------------------------- YAML files

@@ -227,3 +227,13 @@ def test_malformed_hosts_files_are_reported_not_crashed_on(inventory, write, hos
     inventory["hosts"] = hosts
     problems = problems_of(write(inventory))
     assert any(message in p for p in problems), problems
+
+
+def test_empty_files_are_reported_by_name(inventory, write):
+    path = write(inventory)
+    (path / "group_vars" / "cpu.yml").write_text("")
+    (path / "host_vars").mkdir()
+    (path / "host_vars" / "cpu-9.yml").write_text("")
+    problems = problems_of(path)
+    assert any(p.endswith("group_vars/cpu.yml: pool_kind: required; see README 'The spec'") for p in problems)
+    assert any("host_vars/cpu-9: host cpu-9 is in no pool" in p for p in problems)
