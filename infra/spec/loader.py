@@ -379,6 +379,9 @@ def _message(model: type[BaseModel], loc: tuple, item: dict) -> str:
         return f"unknown key; {hint}"
     if item["type"] == "missing":
         return "required; see README 'The spec'"
+    if item["type"] in ("bool_type", "int_type", "float_type") and isinstance(item["input"], str):
+        kind = {"bool_type": "true or false", "int_type": "a whole number", "float_type": "a number"}[item["type"]]
+        return f"{item['input']!r} is a string; write {kind} without quotes"
     message = item["msg"].removeprefix("Value error, ")
     if item["type"] in ("literal_error", "string_pattern_mismatch"):
         return f"{item['input']!r}: {message}"

@@ -30,9 +30,13 @@ _INTEGER_SYSCTLS = ("net.netfilter.nf_conntrack_max", "net.netfilter.nf_conntrac
 
 
 class Strict(BaseModel):
-    """Base for every spec model: unknown keys are errors, values are immutable once loaded."""
+    """Base for every spec model: unknown keys are errors, values are immutable once loaded.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Types are strict too: "false" or "110" in quotes is refused where a boolean or a number belongs,
+    because Ansible hands the roles the raw string, and in Jinja the string "false" is true.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 def _quantity(value: object) -> str:

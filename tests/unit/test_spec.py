@@ -237,3 +237,19 @@ def test_empty_files_are_reported_by_name(inventory, write):
     problems = problems_of(path)
     assert any(p.endswith("group_vars/cpu.yml: pool_kind: required; see README 'The spec'") for p in problems)
     assert any("host_vars/cpu-9: host cpu-9 is in no pool" in p for p in problems)
+
+
+@pytest.mark.parametrize("file, key, value, message", [
+    ("all", "kubelet_max_pods", "110", "'110' is a string; write a whole number without quotes"),
+    ("cpu", "overcommit", {"cpu": "2"}, "'2' is a string; write a number without quotes"),
+])
+def test_quoted_numbers_and_booleans_are_refused(inventory, write, file, key, value, message):
+    inventory["group_vars"][file][key] = value
+    [problem] = problems_of(write(inventory))
+    assert problem.endswith(message)
+
+
+def test_a_quoted_boolean_is_refused(inventory, write):
+    inventory["group_vars"]["all"]["storage_classes"]["nfs"]["default"] = "false"
+    [problem] = problems_of(write(inventory))
+    assert problem.endswith("storage_classes.nfs.default: 'false' is a string; write true or false without quotes")
