@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from infra.checks import RULES, Finding, has_errors, run_checks
+from infra.checks import RULES, Finding, Rule, has_errors, run_checks
 from infra.plan import build_plan, render_table
 from infra.spec import Environment, SpecError, load_environment
 
@@ -121,12 +121,16 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _rules(args: argparse.Namespace) -> int:
     print(rules_markdown() if args.markdown else "\n".join(
-        f"{rule.code:26} {rule.severity:7} {rule.guards}\n{'':34} fix: {rule.fix}" for rule in RULES.values()
+        f"{rule.code:26} {rule.severity:7} {rule.guards}\n{'':34} fix: {rule.fix}" for rule in _sorted_rules()
     ))
     return EXIT_OK
 
 
 def rules_markdown() -> str:
     lines = ["| code | severity | guards against | fix |", "|---|---|---|---|"]
-    lines += [f"| `{r.code}` | {r.severity} | {r.guards} | {r.fix} |" for r in RULES.values()]
+    lines += [f"| `{r.code}` | {r.severity} | {r.guards} | {r.fix} |" for r in _sorted_rules()]
     return "\n".join(lines)
+
+
+def _sorted_rules() -> list[Rule]:
+    return sorted(RULES.values(), key=lambda rule: rule.code)
