@@ -86,6 +86,7 @@ def kube_proxy_conntrack_max(cpus: int) -> int:
 def check(env: Environment, report: Report) -> None:
     for pool in env.pools.values():
         _taints(pool, report)
+        _cpu_pinning(pool, report)
         if pool.vars.pool_kind == "memory" and pool.vars.overcommit.memory > 1:
             report.add(POOL_MEMORY_OVERCOMMIT, pool.source, "overcommit.memory",
                        f"pool {pool.name} allows {pool.vars.overcommit.memory}x memory overcommit")
@@ -102,13 +103,30 @@ def _taints(pool: Pool, report: Report) -> None:
         report.add(POOL_MEMORY_TAINT, pool.source, "node_taints", f"memory pool {pool.name} has no NoSchedule taint")
 
 
+def _cpu_pinning(pool: Pool, report: Report) -> None:
+    """CPU Manager static needs CPUs reserved for the system, and the NIC interrupts belong on those."""
+    spec = pool.vars
+    if spec.kubelet_cpu_manager_policy != "static":
+        return
+    reserved = parse_cpu_list(spec.kubelet_reserved_system_cpus) if spec.kubelet_reserved_system_cpus else None
+    reserved_cpu = parse_quantity(spec.kube_cpu_reserved) + parse_quantity(spec.system_cpu_reserved)
+    if reserved_cpu == 0 and not reserved:
+        report.add(KUBELET_STATIC_CPU, pool.source, "kubelet_cpu_manager_policy",
+                   f"pool {pool.name}: static policy with 0 CPU reserved")
+    if spec.irq_affinity and not (reserved and parse_cpu_list(spec.irq_affinity.cpus) <= reserved):
+        report.add(IRQ_EXCLUSIVE, pool.source, "irq_affinity.cpus",
+                   f"pool {pool.name}: IRQ CPUs {spec.irq_affinity.cpus} are not all in the reserved set "
+                   f"{spec.kubelet_reserved_system_cpus or '(none)'}")
+
+
 def _host_resources(env: Environment, pool: Pool, machine: Machine, hosts: list[Host], report: Report) -> None:
+    """Rules that depend on the hardware: run once per kind of host in the pool."""
     spec = pool.vars
     where = f"pool {pool.name} ({describe_hosts(hosts)})"
     one = host_capacity(env, pool, machine)
 
     if one.allocatable_cpu <= 0 or one.allocatable_memory_gib <= 0:
-        report.add(HOST_ALLOCATABLE, pool.source, "hugepages",
+        report.add(HOST_ALLOCATABLE, pool.source, "kube_cpu_reserved" if one.allocatable_cpu <= 0 else "hugepages",
                    f"{where}: allocatable {one.allocatable_cpu} CPU, {one.allocatable_memory_gib:.1f} GiB "
                    f"of {one.cpus} CPU, {one.memory_gib:.0f} GiB")
     elif one.allocatable_memory_gib < one.memory_gib / 10:
@@ -116,26 +134,15 @@ def _host_resources(env: Environment, pool: Pool, machine: Machine, hosts: list[
                    f"{where}: {one.allocatable_memory_gib:.1f} GiB of {one.memory_gib:.0f} GiB left for "
                    f"pods after {one.hugepages_gib:.0f} GiB hugepages and reservations")
 
-    reserved = None
-    if spec.kubelet_reserved_system_cpus:
-        reserved = parse_cpu_list(spec.kubelet_reserved_system_cpus)
-        if max(reserved) >= machine.cpus:
-            report.add(KUBELET_RESERVED_CPUS, pool.source, "kubelet_reserved_system_cpus",
-                       f"{where}: CPU {max(reserved)} named, the machine has CPUs 0-{machine.cpus - 1}")
-    reserved_cpu = parse_quantity(spec.kube_cpu_reserved) + parse_quantity(spec.system_cpu_reserved)
-    if spec.kubelet_cpu_manager_policy == "static" and reserved_cpu == 0 and not reserved:
-        report.add(KUBELET_STATIC_CPU, pool.source, "kubelet_cpu_manager_policy",
-                   f"pool {pool.name}: static policy with 0 CPU reserved")
-
-    if spec.irq_affinity:
-        irq_cpus = parse_cpu_list(spec.irq_affinity.cpus)
-        if max(irq_cpus) >= machine.cpus:
-            report.add(IRQ_CPUS, pool.source, "irq_affinity.cpus",
-                       f"{where}: CPU {max(irq_cpus)} named, the machine has CPUs 0-{machine.cpus - 1}")
-        elif spec.kubelet_cpu_manager_policy == "static" and not (reserved and irq_cpus <= reserved):
-            report.add(IRQ_EXCLUSIVE, pool.source, "irq_affinity.cpus",
-                       f"pool {pool.name}: IRQ CPUs {spec.irq_affinity.cpus} are not all in the reserved set "
-                       f"{spec.kubelet_reserved_system_cpus or '(none)'}")
+    cpu_lists = {
+        "kubelet_reserved_system_cpus": (spec.kubelet_reserved_system_cpus, KUBELET_RESERVED_CPUS),
+        "irq_affinity.cpus": (spec.irq_affinity.cpus if spec.irq_affinity else None, IRQ_CPUS),
+    }
+    for field, (cpu_list, which) in cpu_lists.items():
+        highest = max(parse_cpu_list(cpu_list)) if cpu_list else -1
+        if highest >= machine.cpus:
+            report.add(which, pool.source, field,
+                       f"{where}: CPU {highest} named, the machine has CPUs 0-{machine.cpus - 1}")
 
     floor = kube_proxy_conntrack_max(machine.cpus)
     declared_max = spec.sysctls.get(CONNTRACK_MAX_SYSCTL)
