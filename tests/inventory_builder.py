@@ -21,7 +21,7 @@ _BASE = {
     "group_vars": {
         "all": {
             "cluster_name": "test",
-            "kube_version": "1.31.4",
+            "kube_version": "1.34.2",
             "kube_network_plugin": "calico",
             "kube_pods_subnet": "10.244.0.0/21",
             "kube_service_addresses": "10.96.0.0/20",

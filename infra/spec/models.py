@@ -244,7 +244,7 @@ class ClusterVars(Strict):
     """group_vars/all.yml: what the whole cluster shares."""
 
     cluster_name: DnsLabel
-    kube_version: Version = Field(description="Kubernetes version, e.g. 1.31.4")
+    kube_version: Version = Field(description="Kubernetes version, e.g. 1.34.2")
     kube_network_plugin: Literal["calico", "cilium"]
     kube_pods_subnet: Cidr
     kube_service_addresses: Cidr

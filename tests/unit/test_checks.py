@@ -96,7 +96,8 @@ def unchanged(data):
 
 CASES = [
     # code, failing change, passing change
-    ("KUBE-VERSION", set_in("all.kube_version", "1.20.1"), set_in("all.kube_version", "1.34.0")),
+    ("KUBE-VERSION", set_in("all.kube_version", "1.29.9"), set_in("all.kube_version", "1.30.0")),
+    ("KUBE-VERSION", set_in("all.kube_version", "1.38.0"), set_in("all.kube_version", "1.37.1")),
     ("REF-MACHINE", set_in("cpu.machine", "nosuch"), unchanged),
     ("REF-MACHINE", host_var("cpu", "cpu-1", "machine", "nosuch"), host_var("cpu", "cpu-1", "machine", "small")),
     ("REF-GPU-MODEL", set_in("all.machines.a100box.gpu_model", "A200-1TB"),
