@@ -3,7 +3,6 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from inventory_builder import base_inventory, write_inventory  # noqa: E402
@@ -11,12 +10,10 @@ from inventory_builder import base_inventory, write_inventory  # noqa: E402
 from infra.checks import run_checks  # noqa: E402
 from infra.spec import load_environment  # noqa: E402
 
-SHIPPED = sorted(p.name for p in (ROOT / "inventories").iterdir() if p.is_dir())
-
 
 @pytest.fixture
 def inventory():
-    """A fresh, valid inventory as dicts; mutate it, then call `check_codes(data)` or `write(data)`."""
+    """A fresh, valid inventory as dicts: mutate it, then pass it to `findings` or `write`."""
     return base_inventory()
 
 

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import yaml
 
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = sorted(p.name for p in (ROOT / "inventories").iterdir() if p.is_dir())
+
 _BASE = {
     "hosts": {"all": {"children": {"node_pools": {"children": {
         "cpu": {"hosts": {"cpu-1": {"zone": "a"}, "cpu-2": {"zone": "b"}}},

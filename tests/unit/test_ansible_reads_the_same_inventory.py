@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SHIPPED
+from inventory_builder import ROOT, SHIPPED
 
 from infra.spec import load_environment
 from infra.spec.models import ClusterVars, HostVars, PoolVars

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SHIPPED
+from inventory_builder import ROOT, SHIPPED
 
 
 def run(*args, cwd=ROOT):

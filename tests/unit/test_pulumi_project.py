@@ -3,7 +3,7 @@
 from importlib.metadata import version
 
 import yaml
-from conftest import ROOT, SHIPPED
+from inventory_builder import ROOT, SHIPPED
 
 WORKFLOW = yaml.safe_load((ROOT / ".github" / "workflows" / "preview.yml").read_text())
 STACKS = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))

@@ -3,7 +3,7 @@
 import re
 
 import yaml
-from conftest import ROOT
+from inventory_builder import ROOT
 from pydantic import BaseModel
 
 from infra.checks import RULES
