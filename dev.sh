@@ -22,7 +22,12 @@ setup() {
   fi
   echo "dev.sh: installing pinned dependencies into $VENV ..." >&2
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+  if ! "$VENV/bin/python" -m pip install --disable-pip-version-check -c constraints.txt -e '.[test]' \
+      >"$VENV/install.log" 2>&1; then
+    tail -n 30 "$VENV/install.log" >&2
+    echo "dev.sh: installing failed; the whole log is $VENV/install.log" >&2
+    exit 2
+  fi
   echo "$want" >"$stamp"
 }
 
