@@ -92,12 +92,12 @@ def host_capacity(env: Environment, pool: Pool, machine: Machine) -> HostCapacit
 
 def gpu_resources(pool: Pool, gpus: int) -> dict[str, int]:
     """Extended resources one host of the pool advertises, by device-plugin resource name."""
-    if not gpus or pool.vars.pool_kind not in ("gpu", "gpu_bigmem"):
+    if not gpus or not pool.vars.is_gpu:
         return {}
     sharing = pool.vars.sharing
     if sharing.mode == "mig":
         return {mig_resource(profile): count * gpus for profile, count in sharing.mig_devices.items()}
-    if sharing.mode in ("time-slicing", "mps"):
+    if sharing.shared:
         return {SHARED_GPU: gpus * (sharing.replicas or 1)}
     return {WHOLE_GPU: gpus}
 
@@ -139,12 +139,17 @@ def combined(capacities: Iterable[PoolCapacity]) -> PoolCapacity:
 
 def pool_capacity(env: Environment, pool: Pool) -> PoolCapacity:
     """The pool's totals over its hosts whose machine model is known."""
-    return combined(_as_pool_share(env, pool, host) for host in pool.hosts if host_machine(env, host))
+    shares = []
+    for host in pool.hosts:
+        machine = host_machine(env, host)
+        if machine is not None:
+            shares.append(_as_pool_share(env, pool, host, machine))
+    return combined(shares)
 
 
-def _as_pool_share(env: Environment, pool: Pool, host: Host) -> PoolCapacity:
+def _as_pool_share(env: Environment, pool: Pool, host: Host, machine: Machine) -> PoolCapacity:
     """One host's contribution to its pool: a negative allocatable (an error finding) counts as none."""
-    one = host_capacity(env, pool, host_machine(env, host))
+    one = host_capacity(env, pool, machine)
     priced = env.cluster.machines[machine_name(env, host)]  # the price stays with the machine model
     monthly = Decimal(str(priced.monthly_price))
     return PoolCapacity(

@@ -20,18 +20,18 @@ def _number(value: Decimal, places: int = 1) -> float | int:
 
 def _sharing(pool: Pool) -> str:
     sharing = pool.vars.sharing
-    if pool.vars.pool_kind not in ("gpu", "gpu_bigmem"):
+    if not pool.vars.is_gpu:
         return ""
     if sharing.mode == "mig":
         return f"mig {sharing.mig_config}"
-    if sharing.mode in ("time-slicing", "mps"):
+    if sharing.shared:
         return f"{sharing.mode} x{sharing.replicas}"
     return "exclusive"
 
 
 def _gpu_memory_allocated(pool: Pool, model: str | None) -> float | None:
     """Share of the cards' memory that the sharing layout hands out (MIG leaves slices unused)."""
-    if model is None or model not in gpu_models() or pool.vars.pool_kind not in ("gpu", "gpu_bigmem"):
+    if model is None or model not in gpu_models() or not pool.vars.is_gpu:
         return None
     sharing = pool.vars.sharing
     if sharing.mode == "mig":

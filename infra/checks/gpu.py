@@ -77,7 +77,7 @@ def _version(text: str) -> tuple[int, ...]:
 def check(env: Environment, report: Report) -> None:
     for pool in env.pools.values():
         groups = machine_groups(env, pool)
-        gpu_pool = pool.vars.pool_kind in ("gpu", "gpu_bigmem")
+        gpu_pool = pool.vars.is_gpu
         for machine, hosts in groups.items():
             if gpu_pool and not machine.gpu_count:
                 report.add(GPU_NO_GPUS, pool.source, "machine",

@@ -97,7 +97,7 @@ def check(env: Environment, report: Report) -> None:
 def _taints(pool: Pool, report: Report) -> None:
     effects = {parse_taint(taint)[2] for taint in pool.vars.node_taints}
     repelled = bool(effects & {"NoSchedule", "NoExecute"})
-    if pool.vars.pool_kind in ("gpu", "gpu_bigmem") and not repelled:
+    if pool.vars.is_gpu and not repelled:
         report.add(POOL_GPU_TAINT, pool.source, "node_taints", f"GPU pool {pool.name} has no NoSchedule taint")
     if pool.vars.pool_kind == "memory" and not repelled:
         report.add(POOL_MEMORY_TAINT, pool.source, "node_taints", f"memory pool {pool.name} has no NoSchedule taint")

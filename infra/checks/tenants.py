@@ -79,7 +79,7 @@ def check(env: Environment, report: Report) -> None:
         pools = [env.pools[p] for p in tenant.pools]
         if tenant.tier in ("production", "inference"):
             for pool in pools:
-                if pool.vars.pool_kind in ("gpu", "gpu_bigmem") and pool.vars.sharing.mode in ("time-slicing", "mps"):
+                if pool.vars.is_gpu and pool.vars.sharing.shared:
                     report.add(TEN_SHARED_GPU, tenants_file, f"tenants.{name}.pools",
                                f"{tenant.tier} tenant {name} may use {pool.name}, shared by {pool.vars.sharing.mode}")
         if any(pool.vars.pool_kind == "memory" for pool in pools):

@@ -314,7 +314,7 @@ class GpuSharing(Strict):
     @model_validator(mode="after")
     def _fields_match_the_mode(self) -> "GpuSharing":
         mig = self.mode == "mig"
-        shared = self.mode in ("time-slicing", "mps")
+        shared = self.shared
         if mig and not (self.mig_config and self.mig_devices):
             raise ValueError("mode mig needs mig_config (a name, e.g. all-1g.10gb) and mig_devices ({profile: count})")
         if not mig and (self.mig_config or self.mig_devices):
@@ -326,6 +326,11 @@ class GpuSharing(Strict):
         if any(count < 1 for count in self.mig_devices.values()):
             raise ValueError("mig_devices counts are instances per card and must be 1 or more")
         return self
+
+    @property
+    def shared(self) -> bool:
+        """Whether several pods take turns on one card, with no memory isolation between them."""
+        return self.mode in ("time-slicing", "mps")
 
 
 class RdmaNetwork(Strict):
@@ -411,7 +416,7 @@ class PoolVars(Strict):
 
     @model_validator(mode="after")
     def _gpu_fields_only_on_gpu_pools(self) -> "PoolVars":
-        gpu_kind = self.pool_kind in ("gpu", "gpu_bigmem")
+        gpu_kind = self.is_gpu
         gpu_fields = {
             "nvidia_driver_version": self.nvidia_driver_version,
             "cuda_version": self.cuda_version,
@@ -425,6 +430,10 @@ class PoolVars(Strict):
         elif not (self.nvidia_driver_version and self.cuda_version):
             raise ValueError("GPU pools need nvidia_driver_version (e.g. 550.127.08) and cuda_version (e.g. 12.4)")
         return self
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.pool_kind in ("gpu", "gpu_bigmem")
 
     @property
     def sharing(self) -> GpuSharing:
