@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for people and CI. Creates .venv with the pinned versions on first use (again
 # only when pyproject.toml or constraints.txt change), then:
-#   ./dev.sh run [ENV]     check + plan of inventories/ENV (default: example), the main job
-#   ./dev.sh test [ARGS]   the whole test suite (ARGS go to pytest)
+#   ./dev.sh run [ENV]     the main job on inventories/ENV (default: example): check, plan, ...
+#   ./dev.sh test [ARGS]   ruff, mypy, then the whole test suite (ARGS go to pytest)
 #   ./dev.sh bench [ARGS]  check + plan benchmark on generated environments (figures only)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -11,8 +11,8 @@ PYTHON=${PYTHON:-python3}
 VENV=.venv
 
 setup() {
-  if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
-    echo "dev.sh: needs Python 3.11 (ansible-core 2.19 is the newest Ansible for it); set PYTHON=python3.11" >&2
+  if ! "$PYTHON" -c 'import sys; sys.exit(not (3, 11) <= sys.version_info[:2] <= (3, 13))' 2>/dev/null; then
+    echo "dev.sh: needs Python 3.11, 3.12 or 3.13 (what ansible-core 2.19 supports); set PYTHON=python3.X" >&2
     exit 2
   fi
   local stamp="$VENV/.installed" want
@@ -37,11 +37,14 @@ case "$command" in
   run)
     setup
     env=${1:-example}
-    "$VENV/bin/python" -m infra check "inventories/$env"
-    "$VENV/bin/python" -m infra plan "inventories/$env"
+    exec "$VENV/bin/python" -m infra run "inventories/$env"
     ;;
   test)
     setup
+    echo "dev.sh: ruff check" >&2
+    "$VENV/bin/ruff" check --quiet .
+    echo "dev.sh: mypy (strict on infra/)" >&2
+    "$VENV/bin/mypy"
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   bench)

@@ -1,7 +1,8 @@
-"""What each host and pool offers the scheduler: pure arithmetic over the spec, shared by checks and plan.
+"""What each host and pool offers the scheduler: pure arithmetic over the resolved spec, shared by checks and plan.
 
-Allocatable follows the kubelet's formula: capacity - kube-reserved - system-reserved - hard eviction
-threshold, with pre-allocated hugepages taken out of memory capacity first. GPU resources are named as
+Allocatable follows the kubelet (infra/kubelet.py): capacity - reserved CPUs (the reservedSystemCPUs
+set when there is one, else kube-reserved + system-reserved) for CPU; capacity - hugepages -
+kube-reserved - system-reserved - the hard eviction threshold for memory. GPU resources are named as
 the NVIDIA device plugin advertises them for the pool's sharing mode (MIG always under the `mixed`
 strategy, shared cards renamed to nvidia.com/gpu.shared), so quotas can be checked against them.
 """
@@ -13,36 +14,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 
-from infra.knowledge import platform
-from infra.spec import Environment, Host, Pool
-from infra.spec.models import Machine
-from infra.units import GIB, parse_quantity
+from infra.kubelet import HUGEPAGE_BYTES, kubelet_settings
+from infra.mig import mig_resource_name
+from infra.resolve import Resolved
+from infra.spec import Host, Pool
+from infra.spec.models import ClusterVars, Machine
+from infra.units import GIB
 
-HUGEPAGE_BYTES = {"2Mi": 2 * 2**20, "1Gi": 2**30}
 SHARED_GPU = "nvidia.com/gpu.shared"
 WHOLE_GPU = "nvidia.com/gpu"
-
-
-def mig_resource(profile: str) -> str:
-    return f"nvidia.com/mig-{profile}"
-
-
-def host_machine(env: Environment, host: Host) -> Machine | None:
-    """The host's effective hardware: its machine model with the host's own overrides; None if unknown."""
-    pool = env.pools[host.pool]
-    machine = env.cluster.machines.get(host.vars.machine or pool.vars.machine)
-    if machine is None or host.vars.hardware is None:
-        return machine
-    return machine.model_copy(update=host.vars.hardware.model_dump(exclude_none=True))
-
-
-def fully_known(env: Environment, pool: Pool) -> bool:
-    """Whether every host of the pool has a machine model the cluster defines (else its figures are partial)."""
-    return all(machine_name(env, host) in env.cluster.machines for host in pool.hosts)
-
-
-def machine_name(env: Environment, host: Host) -> str:
-    return host.vars.machine or env.pools[host.pool].vars.machine
 
 
 @dataclass(frozen=True)
@@ -56,37 +36,25 @@ class HostCapacity:
     max_pods: int
     gpus: int
     gpu_resources: dict[str, int]
+    hugepages: dict[str, Decimal]  # "hugepages-1Gi" -> bytes, as the kubelet advertises them
 
 
-def eviction_bytes(threshold: str | int | float, memory_bytes: Decimal) -> Decimal:
-    """Bytes held back by a hard eviction threshold, which may be a quantity or a percentage."""
-    text = str(threshold)
-    if text.endswith("%"):
-        return memory_bytes * Decimal(text[:-1]) / 100
-    return parse_quantity(text)
-
-
-def host_capacity(env: Environment, pool: Pool, machine: Machine) -> HostCapacity:
-    spec = pool.vars
+def host_capacity(cluster: ClusterVars, pool: Pool, machine: Machine) -> HostCapacity:
+    kubelet = kubelet_settings(cluster, pool.vars, machine)
     memory = Decimal(machine.memory_gib) * GIB
-    hugepages = sum((Decimal(HUGEPAGE_BYTES[size] * count) for size, count in spec.hugepages.items()), Decimal(0))
-    threshold = spec.eviction_hard.get("memory.available", platform().kubelet.eviction_hard_memory_available)
-    reserved_memory = (
-        parse_quantity(spec.kube_memory_reserved)
-        + parse_quantity(spec.system_memory_reserved)
-        + eviction_bytes(threshold, memory)
-    )
-    reserved_cpu = parse_quantity(spec.kube_cpu_reserved) + parse_quantity(spec.system_cpu_reserved)
+    hugepages = kubelet.hugepages_bytes
     return HostCapacity(
         cpus=machine.cpus,
         cores=machine.cores,
         memory_gib=memory / GIB,
         hugepages_gib=hugepages / GIB,
-        allocatable_cpu=Decimal(machine.cpus) - reserved_cpu,
-        allocatable_memory_gib=(memory - hugepages - reserved_memory) / GIB,
-        max_pods=spec.kubelet_max_pods or env.cluster.kubelet_max_pods,
+        allocatable_cpu=Decimal(machine.cpus) - kubelet.reserved_cpu,
+        allocatable_memory_gib=(memory - hugepages - kubelet.withheld_memory) / GIB,
+        max_pods=kubelet.max_pods,
         gpus=machine.gpu_count,
         gpu_resources=gpu_resources(pool, machine.gpu_count),
+        hugepages={f"hugepages-{size}": Decimal(HUGEPAGE_BYTES[size] * count)
+                   for size, count in kubelet.hugepages.items() if count},
     )
 
 
@@ -96,7 +64,7 @@ def gpu_resources(pool: Pool, gpus: int) -> dict[str, int]:
         return {}
     sharing = pool.vars.sharing
     if sharing.mode == "mig":
-        return {mig_resource(profile): count * gpus for profile, count in sharing.mig_devices.items()}
+        return {mig_resource_name(profile): count * gpus for profile, count in sharing.mig_devices.items()}
     if sharing.shared:
         return {SHARED_GPU: gpus * (sharing.replicas or 1)}
     return {WHOLE_GPU: gpus}
@@ -115,16 +83,19 @@ class PoolCapacity:
     allocatable_memory_gib: Decimal = Decimal(0)
     pods: int = 0
     gpus: int = 0
-    gpu_resources: Counter = field(default_factory=Counter)
+    gpu_resources: Counter[str] = field(default_factory=Counter)
+    hugepages: Counter[str] = field(default_factory=Counter)
     monthly_cost: Decimal = Decimal(0)
     yearly_cost: Decimal = Decimal(0)
 
     def resource(self, name: str) -> Decimal:
-        """Schedulable amount of a resource: "cpu" (cores), "memory" (bytes) or an extended resource."""
+        """Schedulable amount of a resource: "cpu" (cores), "memory" and hugepages (bytes), or an extended one."""
         if name == "cpu":
             return self.allocatable_cpu
         if name == "memory":
             return self.allocatable_memory_gib * GIB
+        if name.startswith("hugepages-"):
+            return Decimal(self.hugepages.get(name, 0))
         return Decimal(self.gpu_resources.get(name, 0))
 
 
@@ -137,39 +108,26 @@ def combined(capacities: Iterable[PoolCapacity]) -> PoolCapacity:
     return total
 
 
-def pool_capacity(env: Environment, pool: Pool) -> PoolCapacity:
+def pool_capacity(view: Resolved, pool: Pool) -> PoolCapacity:
     """The pool's totals over its hosts whose machine model is known."""
+    cluster = view.env.cluster
     shares = []
-    for host in pool.hosts:
-        machine = host_machine(env, host)
-        if machine is not None:
-            shares.append(_as_pool_share(env, pool, host, machine))
+    for resolved in view.of_pool(pool):
+        if resolved.machine is None:
+            continue
+        one = host_capacity(cluster, pool, resolved.machine)
+        priced = cluster.machines[resolved.machine_name]  # the price stays with the machine model
+        monthly = Decimal(str(priced.monthly_price))
+        shares.append(PoolCapacity(
+            hosts=1, cpus=one.cpus, cores=one.cores, memory_gib=one.memory_gib, hugepages_gib=one.hugepages_gib,
+            # a negative allocatable (an error finding) counts as none
+            allocatable_cpu=max(one.allocatable_cpu, Decimal(0)),
+            allocatable_memory_gib=max(one.allocatable_memory_gib, Decimal(0)),
+            pods=one.max_pods, gpus=one.gpus, gpu_resources=Counter(one.gpu_resources),
+            hugepages=Counter(one.hugepages), monthly_cost=monthly,
+            yearly_cost=monthly * 12 * (1 - Decimal(str(priced.yearly_discount_percent)) / 100),
+        ))
     return combined(shares)
-
-
-def _as_pool_share(env: Environment, pool: Pool, host: Host, machine: Machine) -> PoolCapacity:
-    """One host's contribution to its pool: a negative allocatable (an error finding) counts as none."""
-    one = host_capacity(env, pool, machine)
-    priced = env.cluster.machines[machine_name(env, host)]  # the price stays with the machine model
-    monthly = Decimal(str(priced.monthly_price))
-    return PoolCapacity(
-        hosts=1, cpus=one.cpus, cores=one.cores, memory_gib=one.memory_gib, hugepages_gib=one.hugepages_gib,
-        allocatable_cpu=max(one.allocatable_cpu, Decimal(0)),
-        allocatable_memory_gib=max(one.allocatable_memory_gib, Decimal(0)),
-        pods=one.max_pods, gpus=one.gpus, gpu_resources=Counter(one.gpu_resources),
-        monthly_cost=monthly,
-        yearly_cost=monthly * 12 * (1 - Decimal(str(priced.yearly_discount_percent)) / 100),
-    )
-
-
-def machine_groups(env: Environment, pool: Pool) -> dict[Machine, list[Host]]:
-    """The pool's hosts grouped by effective hardware, so per-machine rules run once per kind of host."""
-    groups: dict[Machine, list[Host]] = {}
-    for host in pool.hosts:
-        machine = host_machine(env, host)
-        if machine is not None:
-            groups.setdefault(machine, []).append(host)
-    return groups
 
 
 def describe_hosts(hosts: list[Host], limit: int = 3) -> str:

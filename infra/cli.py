@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import TextIO
 
 from infra.checks import RULES, Finding, Rule, has_errors, run_checks
 from infra.plan import build_plan, render_table
@@ -23,7 +25,11 @@ Plan Kubernetes node pools by workload profile, from one inventory folder.
 
   check INVENTORY   preflight rules; every finding with code, file, field and fix
   plan INVENTORY    capacity and cost per pool (runs check first)
+  run INVENTORY     the main job's stages in order (check, plan), with progress per stage
   rules             every rule: code, severity, what it guards against, how to fix
+
+check prints its report on stdout (check ... > report.txt); plan prints the plan on stdout and any
+findings on stderr; with --json either prints JSON alone on stdout, findings included on errors.
 
 exit codes: 0 no errors (warnings allowed), 1 errors found, 2 unusable input
 """
@@ -32,7 +38,8 @@ exit codes: 0 no errors (warnings allowed), 1 errors found, 2 unusable input
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return args.run(args)
+        code: int = args.run(args)
+        return code
     except BrokenPipeError:  # `python -m infra plan ... | head`
         sys.stderr.close()
         return EXIT_OK
@@ -45,16 +52,23 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     check = commands.add_parser("check", help="run the preflight rules on an inventory",
-                                description="Run every preflight rule and print all findings at once.")
+                                description="Run every preflight rule and print all findings at once, on stdout.")
     check.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
-    check.add_argument("--json", action="store_true", help="print findings as JSON on stdout")
+    check.add_argument("--json", action="store_true", help="print findings as JSON, alone on stdout")
     check.set_defaults(run=_check)
 
     plan = commands.add_parser("plan", help="print the capacity and cost plan",
                                description="Check the inventory, then print capacity and cost per pool.")
     plan.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
-    plan.add_argument("--json", action="store_true", help="print the plan as JSON on stdout")
+    plan.add_argument("--json", action="store_true",
+                      help="print the plan as JSON on stdout (the findings as JSON when there are errors)")
     plan.set_defaults(run=_plan)
+
+    run = commands.add_parser("run", help="run the main job's stages with progress",
+                              description="The main job: check, then plan, each stage timed; stops at the "
+                                          "first stage that fails.")
+    run.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
+    run.set_defaults(run=_run, json=False)
 
     rules = commands.add_parser("rules", help="list every preflight rule",
                                 description="List every rule with its code, severity, guard and fix.")
@@ -63,23 +77,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _load(args: argparse.Namespace) -> Environment | None:
+def _load(args: argparse.Namespace, out: TextIO) -> Environment | None:
     try:
         return load_environment(args.inventory)
     except SpecError as error:
         if args.json:
             print(json.dumps({"inventory": args.inventory, "unusable": error.problems}, indent=2))
-        for problem in error.problems:
-            print(f"error: {problem}", file=sys.stderr)
-        print(f"{args.inventory}: unusable input ({len(error.problems)} problem(s)); nothing was checked",
-              file=sys.stderr)
+        else:
+            for problem in error.problems:
+                print(f"error: {problem}", file=out)
+            print(f"{args.inventory}: unusable input ({len(error.problems)} problem(s)); nothing was checked",
+                  file=out)
         return None
 
 
-def _print_findings(findings: list[Finding]) -> None:
+def _print_findings(findings: list[Finding], out: TextIO) -> None:
     for finding in findings:
         print(f"{finding.severity.upper():7} {finding.code}  {finding.file}: {finding.field}\n"
-              f"        {finding.message}\n        fix: {finding.fix}", file=sys.stderr)
+              f"        {finding.message}\n        fix: {finding.fix}", file=out)
 
 
 def _summary(findings: list[Finding]) -> str:
@@ -87,41 +102,85 @@ def _summary(findings: list[Finding]) -> str:
     return f"{errors} error(s), {len(findings) - errors} warning(s)"
 
 
+def _findings_json(inventory: str, findings: list[Finding]) -> str:
+    return json.dumps({
+        "inventory": inventory,
+        "errors": sum(f.severity == "error" for f in findings),
+        "warnings": sum(f.severity == "warning" for f in findings),
+        "findings": [f.as_dict() for f in findings],
+    }, indent=2)
+
+
 def _check(args: argparse.Namespace) -> int:
-    env = _load(args)
+    env = _load(args, sys.stdout)
     if env is None:
         return EXIT_UNUSABLE
     findings = run_checks(env)
+    summary = f"{args.inventory}: {len(env.hosts)} hosts in {len(env.pools)} pools: {_summary(findings)}"
     if args.json:
-        print(json.dumps({
-            "inventory": args.inventory,
-            "errors": sum(f.severity == "error" for f in findings),
-            "warnings": sum(f.severity == "warning" for f in findings),
-            "findings": [f.as_dict() for f in findings],
-        }, indent=2))
-    _print_findings(findings)
-    print(f"{args.inventory}: {len(env.hosts)} hosts in {len(env.pools)} pools: {_summary(findings)}",
-          file=sys.stderr)
+        print(_findings_json(args.inventory, findings))
+        print(summary, file=sys.stderr)
+    else:
+        _print_findings(findings, sys.stdout)
+        print(summary)
     return EXIT_ERRORS if has_errors(findings) else EXIT_OK
 
 
 def _plan(args: argparse.Namespace) -> int:
-    env = _load(args)
+    env = _load(args, sys.stderr)
     if env is None:
         return EXIT_UNUSABLE
     findings = run_checks(env)
-    _print_findings(findings)
     if has_errors(findings):
+        if args.json:
+            print(_findings_json(args.inventory, findings))
+        else:
+            _print_findings(findings, sys.stderr)
         print(f"{args.inventory}: {_summary(findings)}; fix them before planning", file=sys.stderr)
         return EXIT_ERRORS
+    if not args.json:
+        _print_findings(findings, sys.stderr)
     plan = build_plan(env)
     print(json.dumps(plan, indent=2) if args.json else render_table(plan))
     return EXIT_OK
 
 
+def _run(args: argparse.Namespace) -> int:
+    """The main job, stage by stage; each later issue adds its stage here."""
+    env: Environment | None = None
+    findings: list[Finding] = []
+
+    def check() -> bool:
+        nonlocal env, findings
+        env = _load(args, sys.stdout)
+        if env is None:
+            return False
+        findings = run_checks(env)
+        _print_findings(findings, sys.stdout)
+        print(f"{len(env.hosts)} hosts in {len(env.pools)} pools: {_summary(findings)}")
+        return not has_errors(findings)
+
+    def plan() -> bool:
+        assert env is not None
+        print(render_table(build_plan(env)))
+        return True
+
+    stages: list[tuple[str, Callable[[], bool]]] = [("check", check), ("plan", plan)]
+    started = time.perf_counter()
+    for number, (name, stage) in enumerate(stages, 1):
+        print(f"==> [{number}/{len(stages)}] {name} {args.inventory}", flush=True)
+        began = time.perf_counter()
+        ok = stage()
+        print(f"<== {name} {'done' if ok else 'FAILED'} in {time.perf_counter() - began:.2f} s\n", flush=True)
+        if not ok:
+            return EXIT_UNUSABLE if env is None else EXIT_ERRORS
+    print(f"main job done: {len(stages)} stages in {time.perf_counter() - started:.2f} s")
+    return EXIT_OK
+
+
 def _rules(args: argparse.Namespace) -> int:
     print(rules_markdown() if args.markdown else "\n".join(
-        f"{rule.code:26} {rule.severity:7} {rule.guards}\n{'':34} fix: {rule.fix}" for rule in _sorted_rules()
+        f"{rule.code:30} {rule.severity:7} {rule.guards}\n{'':38} fix: {rule.fix}" for rule in _sorted_rules()
     ))
     return EXIT_OK
 

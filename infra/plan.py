@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from infra.capacity import combined, machine_name, pool_capacity
-from infra.checks.network import usable_addresses
-from infra.checks.pools import CONNTRACK_MAX_SYSCTL, kube_proxy_conntrack_max
+from typing import Any
+
+from infra.capacity import combined, pool_capacity
+from infra.conntrack import conntrack
 from infra.knowledge import gpu_models
+from infra.kubelet import kubelet_settings
 from infra.mig import memory_fraction
+from infra.network import node_blocks, service_capacity, usable_addresses
+from infra.resolve import Resolved, resolve
 from infra.spec import Environment, Pool
+from infra.spec.models import Machine
 from infra.units import format_gib
 
 
@@ -41,22 +46,43 @@ def _gpu_memory_allocated(pool: Pool, model: str | None) -> float | None:
     return 100.0
 
 
-def build_plan(env: Environment) -> dict:
+def _kubelet(view: Resolved, pool: Pool, machine: Machine) -> dict[str, Any]:
+    """The kubelet settings the pool's hosts run with (what the host layer writes), as plain data."""
+    kubelet = kubelet_settings(view.env.cluster, pool.vars, machine)
+    table = conntrack(view.env.cluster, pool.vars, machine.cpus)
+    return {
+        "max_pods": kubelet.max_pods,
+        "cpu_manager_policy": kubelet.cpu_manager_policy,
+        "reserved_cpus": _number(kubelet.reserved_cpu),
+        "reserved_system_cpus": pool.vars.kubelet_reserved_system_cpus,
+        "topology_manager_policy": kubelet.topology_manager_policy,
+        "memory_manager_policy": kubelet.memory_manager_policy,
+        "reserved_memory": [{"numa_node": node, "memory_bytes": int(amount)} for node, amount in kubelet.reserved_memory],
+        "eviction_hard": kubelet.eviction_hard,
+        "conntrack_max": table.max,
+        "conntrack_buckets": table.buckets,
+        "conntrack_set_by": table.set_by,
+    }
+
+
+def build_plan(env: Environment) -> dict[str, Any]:
     """The plan as plain data (the JSON output); figures per pool and for the whole cluster."""
     cluster = env.cluster
+    view = resolve(env)
     pools = []
     capacities = []
     for pool in env.pools.values():
-        capacity = pool_capacity(env, pool)
+        capacity = pool_capacity(view, pool)
         capacities.append(capacity)
-        machine = cluster.machines.get(pool.vars.machine)
-        gpu_model = machine.gpu_model if machine else None
-        conntrack = pool.vars.sysctls.get(CONNTRACK_MAX_SYSCTL)
+        resolved = view.of_pool(pool)
+        machine = next((r.machine for r in resolved if r.machine is not None), None)
+        models = view.gpu_models(pool)
+        gpu_model = models[0] if len(models) == 1 else None
         pools.append({
             "name": pool.name,
             "kind": pool.vars.pool_kind,
             "machine": pool.vars.machine,
-            "machines": sorted({machine_name(env, host) for host in pool.hosts}),
+            "machines": sorted({r.machine_name for r in resolved}),
             "hosts": capacity.hosts,
             "cores": capacity.cores,
             "cpus": capacity.cpus,
@@ -67,22 +93,19 @@ def build_plan(env: Environment) -> dict:
             "cpu_overcommit": pool.vars.overcommit.cpu,
             "memory_overcommit": pool.vars.overcommit.memory,
             "max_pods": capacity.pods,
-            "conntrack_max_per_host": int(conntrack) if conntrack is not None
-            else kube_proxy_conntrack_max(machine.cpus if machine else 1),
+            "kubelet": _kubelet(view, pool, machine) if machine else None,
             "gpu_model": gpu_model,
             "gpus": capacity.gpus,
             "gpu_sharing": _sharing(pool) or None,
             "gpu_resources": dict(sorted(capacity.gpu_resources.items())),
-            "gpu_memory_gib": capacity.gpus * gpu_models()[gpu_model].memory_gib
-            if gpu_model in gpu_models() else 0,
+            "gpu_memory_gib": capacity.gpus * gpu_models()[gpu_model].memory_gib if gpu_model in gpu_models() else 0,
             "gpu_memory_allocated_percent": _gpu_memory_allocated(pool, gpu_model),
             "monthly_cost": _number(capacity.monthly_cost, 2),
             "yearly_cost": _number(capacity.yearly_cost, 2),
         })
     total = combined(capacities)
     nodes = len(env.hosts)
-    node_prefix = cluster.kube_network_node_prefix
-    blocks = 2 ** max(node_prefix - cluster.kube_pods_subnet.prefixlen, 0)
+    blocks = node_blocks(cluster)
     return {
         "environment": env.name,
         "cluster": cluster.cluster_name,
@@ -91,13 +114,13 @@ def build_plan(env: Environment) -> dict:
         "currency": cluster.currency,
         "network": {
             "pod_cidr": str(cluster.kube_pods_subnet),
-            "node_prefix": node_prefix,
+            "node_prefix": cluster.kube_network_node_prefix,
             "node_blocks": blocks,
             "nodes": nodes,
-            "node_blocks_used_percent": round(100 * nodes / blocks, 1),
-            "pod_addresses_per_node": usable_addresses(node_prefix),
+            "node_blocks_used_percent": round(100 * nodes / blocks, 1) if blocks else None,
+            "pod_addresses_per_node": usable_addresses(cluster.kube_network_node_prefix),
             "service_cidr": str(cluster.kube_service_addresses),
-            "service_addresses": usable_addresses(cluster.kube_service_addresses.prefixlen) - 1,
+            "service_addresses": service_capacity(cluster),
             "planned_services": cluster.planned_services,
         },
         "pools": pools,

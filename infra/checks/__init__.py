@@ -1,24 +1,28 @@
 """Preflight rules: an Environment in, every finding out, before any host or cluster is touched.
 
-Each module holds the rules of one concern and a `check(env, report)` function. Rules that depend on
-a reference (a pool's machine model, a tenant's pool) skip what the references module already
-reported, so one typo yields one finding, not a cascade.
+Each module holds the rules of one concern and a `check(view, report)` function over the resolved
+environment. They run in CHECKS order, causes first: a finding marks the facts it breaks (a pool's
+machine, its GPU resources, a storage class's backing) and later rules stay silent about them, so one
+typo yields one finding, not a cascade. Findings print in that order too: causes before consequences.
 """
 
 from __future__ import annotations
 
 from infra.checks import gpu, network, pools, references, storage, tenants
 from infra.checks.base import RULES, Finding, Report, Rule
+from infra.resolve import resolve
 from infra.spec import Environment
 
-CHECKS = (references.check, network.check, pools.check, gpu.check, tenants.check, storage.check)
+CHECKS = (references.check, pools.check, gpu.check, network.check, tenants.check, storage.check)
 
 
 def run_checks(env: Environment) -> list[Finding]:
     report = Report()
-    for check in CHECKS:
-        check(env, report)
-    return sorted(report.findings, key=lambda f: (f.severity != "error", f.file, f.code, f.field))
+    view = resolve(env)
+    for stage, check in enumerate(CHECKS):
+        report.stage = stage
+        check(view, report)
+    return sorted(report.findings, key=lambda f: (f.stage, f.severity != "error", f.file, f.code, f.field))
 
 
 def has_errors(findings: list[Finding]) -> bool:

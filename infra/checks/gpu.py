@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from infra.capacity import describe_hosts, machine_groups
-from infra.checks.base import Report, rule
+from infra.capacity import describe_hosts
+from infra.checks.base import Report, gpu_fact, machine_fact, rule
 from infra.knowledge import gpu_models, platform
 from infra.mig import placement
-from infra.spec import Environment, Host, Pool
+from infra.resolve import Resolved
+from infra.spec import Host, Pool
 from infra.spec.models import Machine
 
 GPU_NO_GPUS = rule(
@@ -26,7 +27,7 @@ GPU_MIG_UNSUPPORTED = rule(
 )
 GPU_MIG_PROFILE = rule(
     "GPU-MIG-PROFILE", "error",
-    "A MIG profile name the card does not offer (1g.10gb is an A100-80GB profile, not an A100-40GB one).",
+    "A MIG profile name the card does not offer (2g.20gb is an A100-80GB profile; the A100-40GB's is 2g.10gb).",
     "Use a profile listed for the model in infra/knowledge/gpus.yml.",
 )
 GPU_MIG_FIT = rule(
@@ -34,6 +35,24 @@ GPU_MIG_FIT = rule(
     "A MIG layout with no valid placement on the card: instances need fixed, non-overlapping memory-slice "
     "positions, so a layout can fail even when its compute slices add up to 7.",
     "Choose a layout from NVIDIA's supported combinations (e.g. 3g+2g+1g+1g, 4g+2g+1g, 7x1g).",
+)
+GPU_MIG_CONFIG_CONFLICT = rule(
+    "GPU-MIG-CONFIG-CONFLICT", "error",
+    "Two pools giving one mig_config name different layouts: the mig-parted config file holds one layout "
+    "per name, so one of the pools gets the other's partitions and advertises resources it does not have.",
+    "Give each distinct layout its own mig_config name, or make the layouts the same.",
+)
+GPU_MIXED_MODELS = rule(
+    "GPU-MIXED-MODELS", "error",
+    "Hosts of one GPU pool carrying different GPU models: the pool's MIG layout, device-plugin config and "
+    "quotas assume one card, and a pod cannot tell which one it gets.",
+    "Put each GPU model in its own pool.",
+)
+GPU_MPS_REPLICAS = rule(
+    "GPU-MPS-REPLICAS", "error",
+    "MPS replicas above the card's MPS client limit (48 per GPU on Volta and newer): the clients past the "
+    "limit fail to start their CUDA context.",
+    "Lower gpu_sharing.replicas to the limit named in the finding.",
 )
 GPU_DRIVER_DRIFT = rule(
     "GPU-DRIVER-DRIFT", "error",
@@ -74,50 +93,74 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split("."))
 
 
-def check(env: Environment, report: Report) -> None:
-    for pool in env.pools.values():
-        groups = machine_groups(env, pool)
+def check(view: Resolved, report: Report) -> None:
+    layouts: dict[str, tuple[Pool, dict[str, int]]] = {}
+    for pool in view.env.pools.values():
+        groups = view.machine_groups(pool)
         gpu_pool = pool.vars.is_gpu
         for machine, hosts in groups.items():
             if gpu_pool and not machine.gpu_count:
                 report.add(GPU_NO_GPUS, pool.source, "machine",
-                           f"pool {pool.name} ({describe_hosts(hosts)}): machine has no GPUs")
+                           f"pool {pool.name} ({describe_hosts(hosts)}): machine has no GPUs",
+                           breaks=(gpu_fact(pool.name), machine_fact(pool.name)))
             if not gpu_pool and machine.gpu_count:
                 report.add(GPU_IDLE, pool.source, "pool_kind",
                            f"{pool.vars.pool_kind} pool {pool.name} runs on machines with "
                            f"{machine.gpu_count} x {machine.gpu_model}")
             _host_per_gpu(pool, machine, hosts, report)
-        if gpu_pool:
-            models = {machine.gpu_model for machine in groups if machine.gpu_model in gpu_models()}
-            for model in sorted(models):
-                _sharing(pool, model, report)
-            _drivers(pool, report)
+        if not gpu_pool:
+            continue
+        models = view.gpu_models(pool)
+        if len(models) > 1:
+            report.add(GPU_MIXED_MODELS, pool.source, "machine",
+                       f"pool {pool.name} mixes {', '.join(models)}", breaks=(gpu_fact(pool.name),))
+        elif models and not report.broken(gpu_fact(pool.name)):
+            _sharing(pool, models[0], report)
+        _drivers(pool, report)
+        sharing = pool.vars.sharing
+        if sharing.mig_config:
+            first = layouts.setdefault(sharing.mig_config, (pool, dict(sharing.mig_devices)))
+            if first[1] != dict(sharing.mig_devices):
+                report.add(GPU_MIG_CONFIG_CONFLICT, pool.source, "gpu_sharing.mig_config",
+                           f"pools {first[0].name} and {pool.name} both name {sharing.mig_config!r}, with layouts "
+                           f"{_layout(first[1])} and {_layout(sharing.mig_devices)}",
+                           breaks=(gpu_fact(pool.name), gpu_fact(first[0].name)))
+
+
+def _layout(devices: dict[str, int]) -> str:
+    return " + ".join(f"{count}x{name}" for name, count in devices.items())
 
 
 def _sharing(pool: Pool, model: str, report: Report) -> None:
     sharing = pool.vars.sharing
+    broken = (gpu_fact(pool.name),)
     if pool.vars.pool_kind == "gpu_bigmem" and sharing.mode != "exclusive":
         report.add(GPU_BIGMEM_SHARED, pool.source, "gpu_sharing.mode",
                    f"gpu_bigmem pool {pool.name} shares its cards by {sharing.mode}")
+    if sharing.mode == "mps" and sharing.replicas and sharing.replicas > gpu_models()[model].mps_max_clients:
+        report.add(GPU_MPS_REPLICAS, pool.source, "gpu_sharing.replicas",
+                   f"pool {pool.name}: {sharing.replicas} MPS clients per {model}; the limit is "
+                   f"{gpu_models()[model].mps_max_clients}")
     if sharing.mode != "mig":
         return
     geometry = gpu_models()[model].mig
     if geometry is None:
-        report.add(GPU_MIG_UNSUPPORTED, pool.source, "gpu_sharing.mode", f"pool {pool.name}: {model} has no MIG")
+        report.add(GPU_MIG_UNSUPPORTED, pool.source, "gpu_sharing.mode", f"pool {pool.name}: {model} has no MIG",
+                   breaks=broken)
         return
     unknown = [name for name in sharing.mig_devices if name not in geometry.profiles]
     for name in unknown:
         report.add(GPU_MIG_PROFILE, pool.source, f"gpu_sharing.mig_devices.{name}",
-                   f"{model} has no profile {name}; it has {', '.join(geometry.profiles)}")
+                   f"{model} has no profile {name}; it has {', '.join(geometry.profiles)}", breaks=broken)
     if unknown:
         return
     if placement(model, sharing.mig_devices) is None:
         compute = sum(geometry.profiles[name].compute * count for name, count in sharing.mig_devices.items())
         memory = sum(geometry.profiles[name].memory * count for name, count in sharing.mig_devices.items())
-        layout = " + ".join(f"{count}x{name}" for name, count in sharing.mig_devices.items())
         report.add(GPU_MIG_FIT, pool.source, "gpu_sharing.mig_devices",
-                   f"{layout} has no placement on {model}: {compute}/{geometry.compute_slices} compute slices, "
-                   f"{memory}/{geometry.memory_slices} memory slices at fixed start positions")
+                   f"{_layout(sharing.mig_devices)} has no placement on {model}: {compute}/{geometry.compute_slices} "
+                   f"compute slices, {memory}/{geometry.memory_slices} memory slices at fixed start positions",
+                   breaks=broken)
 
 
 def _drivers(pool: Pool, report: Report) -> None:

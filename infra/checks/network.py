@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 
 from infra.checks.base import Report, rule
 from infra.knowledge import platform
-from infra.spec import Environment
+from infra.network import node_blocks, service_capacity, usable_addresses
+from infra.resolve import Resolved
 
 NET_OVERLAP = rule(
     "NET-OVERLAP", "error",
@@ -41,14 +43,22 @@ NET_SERVICE_CAPACITY = rule(
     "A Service CIDR too small for the planned Services: creation fails once it is exhausted.",
     "Widen kube_service_addresses or lower planned_services.",
 )
+NET_HOST_ADDRESS = rule(
+    "NET-HOST-ADDRESS", "error",
+    "A host address inside the Pod or Service CIDR: traffic to the host is routed to pods or Services "
+    "instead, and the node cannot be reached once the CNI is up.",
+    "Move the Pod or Service CIDR off the machine network, or fix the host's ansible_host.",
+)
+NET_HOST_DUPLICATE = rule(
+    "NET-HOST-DUPLICATE", "error",
+    "Two hosts with one address: Ansible configures one machine twice and the other never, and two nodes "
+    "claim one InternalIP.",
+    "Give every host its own ansible_host.",
+)
 
 
-def usable_addresses(prefix: int) -> int:
-    """IPv4 addresses of a subnet minus network and broadcast."""
-    return max(2 ** (32 - prefix) - 2, 0)
-
-
-def check(env: Environment, report: Report) -> None:
+def check(view: Resolved, report: Report) -> None:
+    env = view.env
     cluster = env.cluster
     networks = [
         ("kube_pods_subnet", cluster.kube_pods_subnet, env.cluster_source("kube_pods_subnet")),
@@ -70,10 +80,9 @@ def check(env: Environment, report: Report) -> None:
 
     pods_file = env.cluster_source("kube_pods_subnet")
     node_prefix = cluster.kube_network_node_prefix
-    pod_prefix = cluster.kube_pods_subnet.prefixlen
-    nodes = sum(len(pool.hosts) for pool in env.pools.values())
-    blocks = 2 ** max(node_prefix - pod_prefix, 0)
-    if node_prefix < pod_prefix:
+    nodes = len(env.hosts)
+    blocks = node_blocks(cluster)
+    if not blocks:
         report.add(NET_POD_CIDR, pods_file, "kube_network_node_prefix",
                    f"per-node /{node_prefix} is wider than the Pod CIDR {cluster.kube_pods_subnet} itself")
     elif nodes > blocks:
@@ -103,7 +112,28 @@ def check(env: Environment, report: Report) -> None:
     if services.prefixlen < widest:
         report.add(NET_SERVICE_CIDR, services_file, "kube_service_addresses",
                    f"/{services.prefixlen} is wider than the /{widest} Kubernetes accepts")
-    capacity = usable_addresses(services.prefixlen) - 1  # the first address is the kubernetes Service's
+    capacity = service_capacity(cluster)
     if cluster.planned_services > capacity:
         report.add(NET_SERVICE_CAPACITY, services_file, "kube_service_addresses",
                    f"{services} holds {capacity} Services; {cluster.planned_services} are planned")
+    _host_addresses(view, report)
+
+
+def _host_addresses(view: Resolved, report: Report) -> None:
+    cluster = view.env.cluster
+    inside = {"kube_pods_subnet": cluster.kube_pods_subnet, "kube_service_addresses": cluster.kube_service_addresses}
+    seen: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, str] = {}
+    for host in view.env.hosts:
+        try:
+            address = ipaddress.ip_address(host.address or "")
+        except ValueError:
+            continue  # no address, or a DNS name: nothing to compare
+        field = f"{host.name}.ansible_host"
+        for name, network in inside.items():
+            if address in network:
+                report.add(NET_HOST_ADDRESS, host.source("ansible_host"), field,
+                           f"host {host.name} at {address} is inside {name} {network}")
+        if address in seen:
+            report.add(NET_HOST_DUPLICATE, host.source("ansible_host"), field,
+                       f"hosts {seen[address]} and {host.name} both have address {address}")
+        seen.setdefault(address, host.name)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from infra.capacity import describe_hosts, host_capacity, machine_groups
-from infra.checks.base import Report, rule
+from infra.capacity import describe_hosts, host_capacity
+from infra.checks.base import Report, machine_fact, rule
+from infra.conntrack import BUCKETS_SYSCTL, MAX_SYSCTL, conntrack, kube_proxy_settings
 from infra.knowledge import platform
-from infra.spec import Environment, Host, Pool
+from infra.resolve import Resolved
+from infra.spec import Host, Pool
 from infra.spec.models import Machine, parse_taint
-from infra.units import parse_cpu_list, parse_quantity
+from infra.units import GIB, parse_cpu_list, parse_quantity
 
 POOL_GPU_TAINT = rule(
     "POOL-GPU-TAINT", "error",
@@ -40,6 +42,12 @@ HOST_ALLOCATABLE_LOW = rule(
     "daemons of GPU and network plugins).",
     "Lower hugepages, or check that the pool really runs only hugepage workloads.",
 )
+HOST_GPU_VARS = rule(
+    "HOST-GPU-VARS", "error",
+    "A driver or CUDA version set on a host of a CPU or memory pool: nothing installs it, so the "
+    "inventory claims a driver the host will never have.",
+    "Remove nvidia_driver_version and cuda_version from the host, or move the host to a GPU pool.",
+)
 KUBELET_STATIC_CPU = rule(
     "KUBELET-STATIC-CPU", "error",
     "CPU Manager static policy with no CPU reserved: the kubelet refuses to start with this combination.",
@@ -49,6 +57,21 @@ KUBELET_RESERVED_CPUS = rule(
     "KUBELET-RESERVED-CPUS", "error",
     "kubelet_reserved_system_cpus naming CPUs the machine does not have: the kubelet fails to start.",
     "List CPUs between 0 and the machine's logical CPU count - 1.",
+)
+KUBELET_RESERVED_CPUS_IGNORED = rule(
+    "KUBELET-RESERVED-CPUS-IGNORED", "warning",
+    "kube_cpu_reserved or system_cpu_reserved set beside kubelet_reserved_system_cpus: the kubelet then "
+    "reserves exactly the listed CPUs and ignores both quantities, so the inventory says one thing and "
+    "the node does another.",
+    "Remove kube_cpu_reserved and system_cpu_reserved from the pool; size kubelet_reserved_system_cpus instead.",
+)
+KUBELET_TOPOLOGY_FIT = rule(
+    "KUBELET-TOPOLOGY-FIT", "error",
+    "Topology Manager single-numa-node on a pool whose pods cannot fit one NUMA node (a whole-machine "
+    "gpu_bigmem pool, or a tenant whose LimitRange max exceeds one NUMA node's share): the kubelet "
+    "rejects those pods with TopologyAffinityError.",
+    "Use kubelet_topology_manager_policy restricted (aligns where it can, admits multi-NUMA pods), or "
+    "lower the tenant's limit_range.max to one NUMA node's share.",
 )
 IRQ_CPUS = rule(
     "IRQ-CPUS", "error",
@@ -63,35 +86,38 @@ IRQ_EXCLUSIVE = rule(
 )
 CONNTRACK_MAX = rule(
     "SYSCTL-CONNTRACK-MAX", "error",
-    "net.netfilter.nf_conntrack_max below what kube-proxy sets (max(131072, 32768 x logical CPUs)): "
-    "kube-proxy overrides it at start, so the inventory lies about the host; a busy node drops "
-    "new connections when the table fills.",
-    "Raise net.netfilter.nf_conntrack_max to at least the value named in the finding.",
+    "net.netfilter.nf_conntrack_max in a pool's sysctls while kube-proxy manages the table: kube-proxy "
+    "sets max(min, maxPerCore x logical CPUs) at start, raising or lowering whatever the host set, so "
+    "the inventory lies about the host.",
+    "Remove the sysctl (the value follows from the machine); size the table with "
+    "kube_proxy_conntrack_max_per_core and kube_proxy_conntrack_min in group_vars/all.yml.",
 )
 CONNTRACK_BUCKETS = rule(
     "SYSCTL-CONNTRACK-BUCKETS", "error",
-    "A conntrack hash table under a quarter of nf_conntrack_max: every lookup walks long chains on each packet.",
-    "Set net.netfilter.nf_conntrack_buckets to nf_conntrack_max / 4, as kube-proxy does.",
+    "A conntrack hash table under a quarter of nf_conntrack_max where kube-proxy does not raise it "
+    "(kube-proxy removed, or its maxPerCore 0): every lookup walks long chains on each packet.",
+    "Set net.netfilter.nf_conntrack_buckets to at least nf_conntrack_max / 4, or leave it out: the host "
+    "layer then sets a quarter of the table.",
 )
 
-CONNTRACK_MAX_SYSCTL = "net.netfilter.nf_conntrack_max"
-CONNTRACK_BUCKETS_SYSCTL = "net.netfilter.nf_conntrack_buckets"
+GPU_VARIABLES = ("nvidia_driver_version", "cuda_version")
 
 
-def kube_proxy_conntrack_max(cpus: int) -> int:
-    facts = platform().kube_proxy_conntrack
-    return max(facts.min, facts.max_per_core * cpus)
-
-
-def check(env: Environment, report: Report) -> None:
-    for pool in env.pools.values():
+def check(view: Resolved, report: Report) -> None:
+    for pool in view.env.pools.values():
         _taints(pool, report)
         _cpu_pinning(pool, report)
         if pool.vars.pool_kind == "memory" and pool.vars.overcommit.memory > 1:
             report.add(POOL_MEMORY_OVERCOMMIT, pool.source, "overcommit.memory",
                        f"pool {pool.name} allows {pool.vars.overcommit.memory}x memory overcommit")
-        for machine, hosts in machine_groups(env, pool).items():
-            _host_resources(env, pool, machine, hosts, report)
+        if not pool.vars.is_gpu:
+            for host in pool.hosts:
+                for name in GPU_VARIABLES:
+                    if getattr(host.vars, name):
+                        report.add(HOST_GPU_VARS, host.source(name), f"{host.name}.{name}",
+                                   f"{pool.vars.pool_kind} pool {pool.name}: host {host.name} sets {name}")
+        for machine, hosts in view.machine_groups(pool).items():
+            _host_resources(view, pool, machine, hosts, report)
 
 
 def _taints(pool: Pool, report: Report) -> None:
@@ -104,11 +130,17 @@ def _taints(pool: Pool, report: Report) -> None:
 
 
 def _cpu_pinning(pool: Pool, report: Report) -> None:
-    """CPU Manager static needs CPUs reserved for the system, and the NIC interrupts belong on those."""
+    """Reserved CPUs as the kubelet reads them; CPU Manager static needs some, and the NIC interrupts belong there."""
     spec = pool.vars
+    reserved = parse_cpu_list(spec.kubelet_reserved_system_cpus) if spec.kubelet_reserved_system_cpus else None
+    if reserved:
+        ignored = sorted({"kube_cpu_reserved", "system_cpu_reserved"} & spec.model_fields_set)
+        if ignored:
+            report.add(KUBELET_RESERVED_CPUS_IGNORED, pool.source, ignored[0],
+                       f"pool {pool.name}: {' and '.join(ignored)} ignored; the kubelet reserves the "
+                       f"{len(reserved)} CPUs {spec.kubelet_reserved_system_cpus}")
     if spec.kubelet_cpu_manager_policy != "static":
         return
-    reserved = parse_cpu_list(spec.kubelet_reserved_system_cpus) if spec.kubelet_reserved_system_cpus else None
     reserved_cpu = parse_quantity(spec.kube_cpu_reserved) + parse_quantity(spec.system_cpu_reserved)
     if reserved_cpu == 0 and not reserved:
         report.add(KUBELET_STATIC_CPU, pool.source, "kubelet_cpu_manager_policy",
@@ -119,16 +151,17 @@ def _cpu_pinning(pool: Pool, report: Report) -> None:
                    f"{spec.kubelet_reserved_system_cpus or '(none)'}")
 
 
-def _host_resources(env: Environment, pool: Pool, machine: Machine, hosts: list[Host], report: Report) -> None:
+def _host_resources(view: Resolved, pool: Pool, machine: Machine, hosts: list[Host], report: Report) -> None:
     """Rules that depend on the hardware: run once per kind of host in the pool."""
     spec = pool.vars
+    cluster = view.env.cluster
     where = f"pool {pool.name} ({describe_hosts(hosts)})"
-    one = host_capacity(env, pool, machine)
+    one = host_capacity(cluster, pool, machine)
 
     if one.allocatable_cpu <= 0 or one.allocatable_memory_gib <= 0:
         report.add(HOST_ALLOCATABLE, pool.source, "kube_cpu_reserved" if one.allocatable_cpu <= 0 else "hugepages",
                    f"{where}: allocatable {one.allocatable_cpu} CPU, {one.allocatable_memory_gib:.1f} GiB "
-                   f"of {one.cpus} CPU, {one.memory_gib:.0f} GiB")
+                   f"of {one.cpus} CPU, {one.memory_gib:.0f} GiB", breaks=(machine_fact(pool.name),))
     elif one.allocatable_memory_gib < one.memory_gib / 10:
         report.add(HOST_ALLOCATABLE_LOW, pool.source, "hugepages",
                    f"{where}: {one.allocatable_memory_gib:.1f} GiB of {one.memory_gib:.0f} GiB left for "
@@ -144,14 +177,42 @@ def _host_resources(env: Environment, pool: Pool, machine: Machine, hosts: list[
             report.add(which, pool.source, field,
                        f"{where}: CPU {highest} named, the machine has CPUs 0-{machine.cpus - 1}")
 
-    floor = kube_proxy_conntrack_max(machine.cpus)
-    declared_max = spec.sysctls.get(CONNTRACK_MAX_SYSCTL)
-    if declared_max is not None and int(declared_max) < floor:
-        report.add(CONNTRACK_MAX, pool.source, f"sysctls.{CONNTRACK_MAX_SYSCTL}",
-                   f"{where}: {declared_max} is below kube-proxy's {floor} for {machine.cpus} CPUs")
-    buckets = spec.sysctls.get(CONNTRACK_BUCKETS_SYSCTL)
-    conntrack_max = max(int(declared_max or 0), floor)
+    if spec.kubelet_topology_manager_policy == "single-numa-node" and machine.numa_nodes > 1:
+        _numa_fit(view, pool, machine, where, report)
+    _conntrack(view, pool, machine, where, report)
+
+
+def _numa_fit(view: Resolved, pool: Pool, machine: Machine, where: str, report: Report) -> None:
+    """single-numa-node admits a pod only if its CPUs, memory and devices fit one NUMA node."""
+    if pool.vars.pool_kind == "gpu_bigmem":
+        report.add(KUBELET_TOPOLOGY_FIT, pool.source, "kubelet_topology_manager_policy",
+                   f"{where}: whole-machine pods need the CPUs and GPUs of all {machine.numa_nodes} NUMA nodes; "
+                   "single-numa-node rejects them")
+        return
+    one = host_capacity(view.env.cluster, pool, machine)
+    share = {"cpu": one.allocatable_cpu, "memory": one.allocatable_memory_gib * GIB}
+    share.update({name: Decimal(count) for name, count in one.gpu_resources.items()})
+    share = {name: amount / machine.numa_nodes for name, amount in share.items()}
+    for tenant_name, tenant in view.env.cluster.tenants.items():
+        if pool.name not in tenant.pools or tenant.limit_range is None:
+            continue
+        for resource, limit in tenant.limit_range.max.items():
+            if resource in share and parse_quantity(limit) > share[resource]:
+                shown = f"{share[resource] / GIB:.1f}Gi" if resource == "memory" else f"{share[resource]:.1f}"
+                report.add(KUBELET_TOPOLOGY_FIT, pool.source, "kubelet_topology_manager_policy",
+                           f"{where}: tenant {tenant_name} allows {resource} up to {limit} per container, one "
+                           f"of {machine.numa_nodes} NUMA nodes holds {shown}")
+
+
+def _conntrack(view: Resolved, pool: Pool, machine: Machine, where: str, report: Report) -> None:
+    table = conntrack(view.env.cluster, pool.vars, machine.cpus)
+    if table.kube_proxy_sets_max and table.declared_max is not None and table.declared_max != table.max:
+        per_core, minimum = kube_proxy_settings(view.env.cluster)
+        report.add(CONNTRACK_MAX, pool.source, f"sysctls.{MAX_SYSCTL}",
+                   f"{where}: kube-proxy sets {table.max} at start (max({minimum}, {per_core} x {machine.cpus} "
+                   f"CPUs)); the declared {table.declared_max} never holds")
     divisor = platform().kube_proxy_conntrack.buckets_divisor
-    if buckets is not None and Decimal(int(buckets)) * divisor < conntrack_max:
-        report.add(CONNTRACK_BUCKETS, pool.source, f"sysctls.{CONNTRACK_BUCKETS_SYSCTL}",
-                   f"{where}: {buckets} buckets for {conntrack_max} entries; want at least {conntrack_max // divisor}")
+    buckets = table.declared_buckets
+    if not table.kube_proxy_sets_max and buckets is not None and buckets * divisor < table.max:
+        report.add(CONNTRACK_BUCKETS, pool.source, f"sysctls.{BUCKETS_SYSCTL}",
+                   f"{where}: {buckets} buckets for {table.max} entries; want at least {table.max // divisor}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from infra.checks.base import Report, rule
+from infra.checks.base import Report, rule, storage_fact
+from infra.resolve import Resolved
 from infra.spec import Environment
 from infra.units import GIB, parse_quantity
 
@@ -45,7 +46,8 @@ def class_capacity(env: Environment, name: str) -> Decimal:
     return sum((Decimal(size * len(env.pools[pool].hosts)) * GIB for pool, size in per_host.items()), Decimal(0))
 
 
-def check(env: Environment, report: Report) -> None:
+def check(view: Resolved, report: Report) -> None:
+    env = view.env
     classes = env.cluster.storage_classes
     source = env.cluster_source("storage_classes")
     defaults = [name for name, storage_class in classes.items() if storage_class.default]
@@ -68,8 +70,8 @@ def check(env: Environment, report: Report) -> None:
                 storage_class = key.split(".storageclass.", 1)[0]
                 requested[storage_class] = requested.get(storage_class, Decimal(0)) + parse_quantity(value)
     for name, amount in sorted(requested.items()):
-        if name not in classes:
-            continue  # reported by REF-STORAGE-CLASS
+        if name not in classes or report.broken(storage_fact(name)):
+            continue  # reported by REF-STORAGE-CLASS or REF-POOL
         capacity = class_capacity(env, name)
         if amount > capacity:
             report.add(STORAGE_CAPACITY, env.cluster_source("tenants"), "tenants",

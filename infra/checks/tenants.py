@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from infra.capacity import PoolCapacity, combined, fully_known, pool_capacity
-from infra.checks.base import Report, rule
-from infra.spec import Environment
+from infra.capacity import PoolCapacity, combined, pool_capacity
+from infra.checks.base import Report, gpu_fact, machine_fact, rule
+from infra.resolve import Resolved
 from infra.spec.models import Tenant
 from infra.units import GIB, parse_quantity
 
@@ -36,9 +36,16 @@ TEN_NO_QUOTA = rule(
 )
 QUOTA_GPU_RESOURCE = rule(
     "QUOTA-GPU-RESOURCE", "error",
-    "A quota or queue capability naming a GPU resource that none of the tenant's pools advertises "
-    "(e.g. nvidia.com/gpu on a MIG pool): its pods and Volcano jobs stay Pending forever.",
+    "A quota or queue capability naming a GPU or other extended resource that none of the tenant's pools "
+    "advertises (nvidia.com/gpu on a MIG pool, a typo such as nvidia.con/gpu): its pods and Volcano jobs "
+    "stay Pending forever.",
     "Name a resource the pool's sharing mode advertises; `python -m infra plan` lists them per pool.",
+)
+QUOTA_HUGEPAGES = rule(
+    "QUOTA-HUGEPAGES", "error",
+    "A quota or queue capability for a hugepage size that none of the tenant's pools reserves: pods asking "
+    "for it never schedule.",
+    "Reserve that page size in one of the tenant's pools (hugepages), or remove it from the quota.",
 )
 QUOTA_OVER_POOLS = rule(
     "QUOTA-OVER-POOLS", "warning",
@@ -52,29 +59,35 @@ QUOTA_OVERSUBSCRIBED = rule(
     "Lower the quotas, or accept the ratio knowingly and rely on PriorityClasses and Volcano queues.",
 )
 
-_COMPUTE = re.compile(r"^(requests\.)?(cpu|memory)$|^requests\.([a-z0-9.-]+/.+)$")
+_COMPUTE = re.compile(r"^(requests\.)?(cpu|memory|hugepages-(2Mi|1Gi))$|^requests\.([a-z0-9.-]+/.+)$")
 
 
 def quota_resource(key: str) -> str | None:
     """The schedulable resource a quota key requests ("requests.cpu" -> "cpu"), None for counts and storage."""
     match = _COMPUTE.match(key)
-    if not match or key.startswith("requests.hugepages"):
+    if not match:
         return None
-    return match[2] or match[3]
+    return match[2] or match[4]
 
 
 def _show(resource: str, value: Decimal) -> str:
-    return f"{value / GIB:.0f}Gi" if resource == "memory" else f"{value.normalize():f}"
+    if resource == "memory" or resource.startswith("hugepages-"):
+        return f"{value / GIB:.0f}Gi"
+    return f"{value.normalize():f}"
 
 
-def check(env: Environment, report: Report) -> None:
+def check(view: Resolved, report: Report) -> None:
+    env = view.env
     tenants_file = env.cluster_source("tenants")
-    capacities = {name: pool_capacity(env, pool) for name, pool in env.pools.items() if fully_known(env, pool)}
+    capacities = {
+        name: pool_capacity(view, pool) for name, pool in env.pools.items()
+        if view.fully_known(pool) and not report.broken(machine_fact(name))
+    }
     checked: dict[str, Tenant] = {}
 
     for name, tenant in env.cluster.tenants.items():
         if not all(p in capacities for p in tenant.pools):
-            continue  # an unknown pool or machine model is reported by the references rules
+            continue  # an unknown pool or a broken machine is reported once, where it is
         checked[name] = tenant
         pools = [env.pools[p] for p in tenant.pools]
         if tenant.tier in ("production", "inference"):
@@ -85,31 +98,46 @@ def check(env: Environment, report: Report) -> None:
         if any(pool.vars.pool_kind == "memory" for pool in pools):
             _no_memory_overcommit(name, tenant, tenants_file, report)
         _defaults_and_quota(name, tenant, tenants_file, report)
-        _quota_against_pools(name, tenant, combined(capacities[p] for p in tenant.pools), tenants_file, report)
+        gpus_known = not report.broken(*(gpu_fact(p) for p in tenant.pools))
+        _quota_against_pools(name, tenant, combined(capacities[p] for p in tenant.pools), gpus_known,
+                             tenants_file, report)
 
-    _oversubscription(checked, capacities, tenants_file, report)
+    gpu_broken = {p for p in capacities if report.broken(gpu_fact(p))}
+    _oversubscription(checked, capacities, gpu_broken, tenants_file, report)
 
 
-def _quota_against_pools(name: str, tenant: Tenant, offered: PoolCapacity, tenants_file: str, report: Report) -> None:
+def _quota_against_pools(name: str, tenant: Tenant, offered: PoolCapacity, gpus_known: bool, tenants_file: str,
+                         report: Report) -> None:
     advertised = set(offered.gpu_resources)
     capability = tenant.queue.capability if tenant.queue else {}
     named = [("quota", key, quota_resource(key)) for key in tenant.quota]
     named += [("queue.capability", key, key) for key in capability]
     for section, key, resource in named:
-        if resource and resource.startswith("nvidia.com/") and resource not in advertised:
-            report.add(QUOTA_GPU_RESOURCE, tenants_file, f"tenants.{name}.{section}.{key}",
-                       f"{resource} is advertised by none of {', '.join(tenant.pools)}; they offer "
-                       f"{', '.join(sorted(advertised)) or 'no GPU resources'}")
-        elif section == "quota" and resource:
+        field = f"tenants.{name}.{section}.{key}"
+        if resource is None:
+            continue
+        if "/" in resource:
+            if not gpus_known:
+                continue  # the pools' GPU resources are broken: reported once, at the pool
+            if resource not in advertised:
+                report.add(QUOTA_GPU_RESOURCE, tenants_file, field,
+                           f"{resource} is advertised by none of {', '.join(tenant.pools)}; they offer "
+                           f"{', '.join(sorted(advertised)) or 'no GPU resources'}")
+                continue
+        if resource.startswith("hugepages-") and not offered.resource(resource):
+            report.add(QUOTA_HUGEPAGES, tenants_file, field,
+                       f"none of {', '.join(tenant.pools)} reserves {resource.removeprefix('hugepages-')} pages")
+            continue
+        if section == "quota":
             available = offered.resource(resource)
             if parse_quantity(tenant.quota[key]) > available:
-                report.add(QUOTA_OVER_POOLS, tenants_file, f"tenants.{name}.quota.{key}",
+                report.add(QUOTA_OVER_POOLS, tenants_file, field,
                            f"{tenant.quota[key]} asked, the pools {', '.join(tenant.pools)} hold "
                            f"{_show(resource, available)}")
 
 
-def _oversubscription(tenants: dict[str, Tenant], capacities: dict[str, PoolCapacity], tenants_file: str,
-                      report: Report) -> None:
+def _oversubscription(tenants: dict[str, Tenant], capacities: dict[str, PoolCapacity], gpu_broken: set[str],
+                      tenants_file: str, report: Report) -> None:
     """Warn where the tenants confined to a set of pools ask for more than those pools hold together.
 
     The candidate sets are each tenant's pools, each single pool and all pools: enough to catch two
@@ -117,7 +145,7 @@ def _oversubscription(tenants: dict[str, Tenant], capacities: dict[str, PoolCapa
     """
     candidates = {frozenset(t.pools) for t in tenants.values()} | {frozenset([p]) for p in capacities}
     candidates.add(frozenset(capacities))
-    reported: dict[str, list[frozenset]] = {}
+    reported: dict[str, list[frozenset[str]]] = {}
     for pool_set in sorted(candidates, key=lambda s: (len(s), sorted(s))):
         inside = [t for t in tenants.values() if set(t.pools) <= pool_set]
         if len(inside) < 2:
@@ -127,14 +155,16 @@ def _oversubscription(tenants: dict[str, Tenant], capacities: dict[str, PoolCapa
         for tenant in inside:
             for key, value in tenant.quota.items():
                 resource = quota_resource(key)
-                if resource:
+                if resource and not ("/" in resource and pool_set & gpu_broken):
                     asked[resource] = asked.get(resource, Decimal(0)) + parse_quantity(value)
         for resource, total in sorted(asked.items()):
             available = offered.resource(resource)
+            if not available:
+                continue  # a resource no pool offers is reported per tenant (QUOTA-GPU-RESOURCE, QUOTA-HUGEPAGES)
             if total <= available or any(s <= pool_set for s in reported.get(resource, [])):
                 continue
             reported.setdefault(resource, []).append(pool_set)
-            ratio = f"{total / available:.2f}x" if available else "nothing offered"
+            ratio = f"{total / available:.2f}x"
             report.add(QUOTA_OVERSUBSCRIBED, tenants_file, "tenants",
                        f"{resource} on {', '.join(sorted(pool_set))}: quotas total {_show(resource, total)} "
                        f"against {_show(resource, available)} ({ratio})")

@@ -63,7 +63,7 @@ class KubernetesRange(_Fact):
 
 class KubeletDefaults(_Fact):
     max_pods: int
-    eviction_hard_memory_available: str
+    eviction_hard: dict[str, str]
 
 
 class Platform(_Fact):

@@ -72,6 +72,9 @@ def _threshold(value: object) -> str:
     return _quantity(value)
 
 
+EvictionSignal = Literal[
+    "memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree"
+]
 Quantity = Annotated[str, BeforeValidator(_quantity)]
 Threshold = Annotated[str, BeforeValidator(_threshold)]
 CpuList = Annotated[str, AfterValidator(_cpu_list)]
@@ -173,12 +176,34 @@ _QUOTA_KEYS = re.compile(
 )
 
 
+_RESOURCE_NAME = re.compile(
+    r"^(cpu|memory|ephemeral-storage|pods|hugepages-(2Mi|1Gi))$"
+    r"|^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+
+
 class Queue(Strict):
     """The tenant's Volcano queue (Queue.spec): its share of the cluster under contention."""
 
     weight: int = Field(1, ge=1, le=65535)
     capability: dict[str, Quantity] = Field(default_factory=dict, description="hard ceiling of the queue")
     reclaimable: bool = True
+
+    @field_validator("capability")
+    @classmethod
+    def _capability_keys_are_resource_names(cls, capability: dict[str, str]) -> dict[str, str]:
+        for key in capability:
+            if key.startswith(("requests.", "limits.")):
+                raise ValueError(
+                    f"capability key {key!r}: a queue caps resources, not quota keys; write "
+                    f"{key.split('.', 1)[1]!r}"
+                )
+            if not _RESOURCE_NAME.match(key):
+                raise ValueError(
+                    f"capability key {key!r} is not a resource name; use cpu, memory, pods, hugepages-1Gi "
+                    "or an extended resource such as nvidia.com/gpu"
+                )
+        return capability
 
 
 class Tenant(Strict):
@@ -250,6 +275,11 @@ class ClusterVars(Strict):
     kube_service_addresses: Cidr
     kube_network_node_prefix: int = Field(24, ge=16, le=28, description="per-node Pod CIDR prefix length")
     kubelet_max_pods: int = Field(110, ge=10, le=1024)
+    kube_proxy_remove: bool = Field(False, description="true when the CNI replaces kube-proxy (Cilium, Calico eBPF)")
+    kube_proxy_conntrack_max_per_core: int | None = Field(
+        None, ge=0, le=1048576, description="kube-proxy conntrack.maxPerCore; 0 leaves nf_conntrack_max alone"
+    )
+    kube_proxy_conntrack_min: int | None = Field(None, ge=0, le=67108864, description="kube-proxy conntrack.min")
     planned_services: int = Field(0, ge=0, description="Services the cluster is expected to hold")
     reserved_networks: dict[str, Cidr] = Field(
         default_factory=dict, description="networks the cluster must not overlap: machine room, VPNs, other sites"
@@ -358,8 +388,8 @@ class PoolVars(Strict):
     kube_memory_reserved: Quantity = "256Mi"
     system_cpu_reserved: Quantity = "100m"
     system_memory_reserved: Quantity = "512Mi"
-    eviction_hard: dict[Literal["memory.available", "nodefs.available", "imagefs.available"], Threshold] = Field(
-        default_factory=lambda: {"memory.available": "100Mi"}, description="kubelet evictionHard: quantity or %"
+    eviction_hard: dict[EvictionSignal, Threshold] = Field(
+        default_factory=dict, description="kubelet evictionHard, merged over the kubelet's defaults: quantity or %"
     )
     overcommit: Overcommit = Field(default_factory=Overcommit)
     hugepages: dict[Literal["2Mi", "1Gi"], int] = Field(default_factory=dict, description="pages per host")

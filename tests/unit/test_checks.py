@@ -90,24 +90,36 @@ def delete(path: str):
     return mutate
 
 
-def unchanged(data):
-    """The base inventory already is the passing case."""
+def add_host(pool_name, host_name, **host_vars):
+    def mutate(data):
+        pools_of(data)[pool_name]["hosts"][host_name] = {"zone": "a", **host_vars}
+
+    return mutate
+
+
+def priority_class(name):
+    def mutate(data):
+        cluster(data)["priority_classes"][name] = {"value": 5}
+
+    return mutate
 
 
 CASES = [
-    # code, failing change, passing change
+    # code, failing change, passing change (the nearest change that is still fine, at the boundary)
     ("KUBE-VERSION", set_in("all.kube_version", "1.29.9"), set_in("all.kube_version", "1.30.0")),
     ("KUBE-VERSION", set_in("all.kube_version", "1.38.0"), set_in("all.kube_version", "1.37.1")),
-    ("REF-MACHINE", set_in("cpu.machine", "nosuch"), unchanged),
+    ("REF-MACHINE", set_in("cpu.machine", "nosuch"), set_in("cpu.machine", "a100box")),
     ("REF-MACHINE", host_var("cpu", "cpu-1", "machine", "nosuch"), host_var("cpu", "cpu-1", "machine", "small")),
     ("REF-GPU-MODEL", set_in("all.machines.a100box.gpu_model", "A200-1TB"),
      set_in("all.machines.a100box.gpu_model", "H100-80GB")),
     ("REF-POOL", set_in("all.tenants.svc.pools", ["cpu", "nope"]), set_in("all.tenants.svc.pools", ["cpu", "t4"])),
-    ("REF-POOL", set_in("all.storage_classes.local.pools", ["nope"]), unchanged),
+    ("REF-POOL", set_in("all.storage_classes.local.pools", ["mem", "nope"]),
+     set_in("all.storage_classes.local.pools", ["mem", "cpu"])),
     ("REF-PRIORITY", set_in("all.tenants.svc.priority_class", "nope"), set_in("all.tenants.svc.priority_class", "low")),
     ("REF-ZONE", host_var("cpu", "cpu-1", "zone", "c"), host_var("cpu", "cpu-1", "zone", "b")),
     ("REF-STORAGE-CLASS", quota("svc", "nope.storageclass.storage.k8s.io/requests.storage", "1Gi"),
      quota("svc", "nfs.storageclass.storage.k8s.io/requests.storage", "1Gi")),
+    ("PRIORITY-RESERVED-NAME", priority_class("system-batch"), priority_class("batch-system")),
     ("NET-OVERLAP", set_in("all.reserved_networks.lab", "10.244.4.0/22"),
      set_in("all.reserved_networks.lab", "10.244.8.0/22")),
     ("NET-OVERLAP", set_in("gpu.rdma_network", {"interface": "ens8f0", "cidr": "10.96.0.0/24"}),
@@ -116,48 +128,94 @@ CASES = [
                          set_in("t4.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/25"})),
      both(set_in("gpu.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/24"}),
           set_in("t4.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/24"}))),
-    ("NET-POD-CIDR", set_in("all.kube_pods_subnet", "10.244.0.0/23"), unchanged),
+    # /21 with /24 per node: 8 blocks; the base has 5 nodes
+    ("NET-POD-CIDR", add_cpu_hosts(4), add_cpu_hosts(3)),
     ("NET-POD-CIDR", set_in("all.kube_network_node_prefix", 20), set_in("all.kube_network_node_prefix", 25)),
     ("NET-POD-CIDR-HEADROOM", add_cpu_hosts(2), add_cpu_hosts(1)),
     ("NET-MAX-PODS", set_in("all.kubelet_max_pods", 255), set_in("all.kubelet_max_pods", 254)),
-    ("NET-MAX-PODS", set_in("cpu.kubelet_max_pods", 300), set_in("cpu.kubelet_max_pods", 250)),
+    ("NET-MAX-PODS", set_in("cpu.kubelet_max_pods", 300), set_in("cpu.kubelet_max_pods", 254)),
     ("NET-SERVICE-CIDR", set_in("all.kube_service_addresses", "172.0.0.0/11"),
      set_in("all.kube_service_addresses", "172.16.0.0/12")),
     ("NET-SERVICE-CAPACITY", set_in("all.planned_services", 4094), set_in("all.planned_services", 4093)),
+    # Pods 10.244.0.0/21, Services 10.96.0.0/20
+    ("NET-HOST-ADDRESS", host_var("cpu", "cpu-1", "ansible_host", "10.244.7.254"),
+     host_var("cpu", "cpu-1", "ansible_host", "10.244.8.1")),
+    ("NET-HOST-ADDRESS", host_var("cpu", "cpu-1", "ansible_host", "10.96.15.254"),
+     host_var("cpu", "cpu-1", "ansible_host", "10.96.16.1")),
+    ("NET-HOST-DUPLICATE", host_var("cpu", "cpu-1", "ansible_host", "192.0.2.10"),
+     host_var("cpu", "cpu-1", "ansible_host", "192.0.2.11")),
     ("POOL-GPU-TAINT", set_in("gpu.node_taints", ["nvidia.com/gpu=present:PreferNoSchedule"]),
      set_in("gpu.node_taints", ["nvidia.com/gpu=present:NoExecute"])),
-    ("POOL-GPU-TAINT", delete("t4.node_taints"), unchanged),
-    ("POOL-MEMORY-TAINT", set_in("mem.node_taints", []), unchanged),
+    ("POOL-GPU-TAINT", delete("t4.node_taints"), set_in("t4.node_taints", ["gpu:NoSchedule"])),
+    ("POOL-MEMORY-TAINT", set_in("mem.node_taints", ["pool=mem:PreferNoSchedule"]),
+     set_in("mem.node_taints", ["pool=mem:NoExecute"])),
     ("POOL-MEMORY-OVERCOMMIT", set_in("mem.overcommit", {"memory": 1.5}), set_in("mem.overcommit", {"cpu": 2.0})),
     ("HOST-ALLOCATABLE", set_in("mem.hugepages", {"1Gi": 64}), set_in("mem.hugepages", {"1Gi": 56})),
     ("HOST-ALLOCATABLE", set_in("cpu.kube_cpu_reserved", "16"), set_in("cpu.kube_cpu_reserved", "15")),
+    ("HOST-ALLOCATABLE", set_in("cpu.kubelet_reserved_system_cpus", "0-15"),
+     set_in("cpu.kubelet_reserved_system_cpus", "0-14")),
     ("HOST-ALLOCATABLE-LOW", set_in("mem.hugepages", {"1Gi": 60}), set_in("mem.hugepages", {"1Gi": 56, "2Mi": 256})),
+    ("HOST-GPU-VARS", host_var("cpu", "cpu-1", "nvidia_driver_version", "550.127.08"),
+     host_var("gpu", "gpu-1", "nvidia_driver_version", "550.127.08")),
+    ("HOST-GPU-VARS", host_var("mem", "mem-1", "cuda_version", "12.4"), host_var("t4", "t4-1", "cuda_version", "12.2")),
     ("KUBELET-STATIC-CPU",
      both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kube_cpu_reserved", 0),
           set_in("cpu.system_cpu_reserved", "0")),
      both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kube_cpu_reserved", 0),
-          set_in("cpu.system_cpu_reserved", "0"), set_in("cpu.kubelet_reserved_system_cpus", "0"))),
+          set_in("cpu.system_cpu_reserved", "1m"))),
     ("KUBELET-RESERVED-CPUS", set_in("cpu.kubelet_reserved_system_cpus", "0,16"),
      set_in("cpu.kubelet_reserved_system_cpus", "0,15")),
+    ("KUBELET-RESERVED-CPUS-IGNORED",
+     both(set_in("cpu.kubelet_reserved_system_cpus", "0-1"), set_in("cpu.system_cpu_reserved", "100m")),
+     both(set_in("cpu.kubelet_reserved_system_cpus", "0-1"), set_in("cpu.system_memory_reserved", "1Gi"))),
+    # whole-machine pools span both sockets; one NUMA node is fine
+    ("KUBELET-TOPOLOGY-FIT",
+     both(set_in("gpu.pool_kind", "gpu_bigmem"), set_in("gpu.gpu_sharing", {"mode": "exclusive"}),
+          set_in("gpu.kubelet_topology_manager_policy", "single-numa-node"), set_in("all.machines.a100box.numa_nodes", 2)),
+     both(set_in("gpu.pool_kind", "gpu_bigmem"), set_in("gpu.gpu_sharing", {"mode": "exclusive"}),
+          set_in("gpu.kubelet_topology_manager_policy", "restricted"), set_in("all.machines.a100box.numa_nodes", 2))),
+    # mem: 64 GiB - 256Mi - 512Mi - 100Mi = 63.15 GiB over 2 NUMA nodes: 31.58 GiB each
+    ("KUBELET-TOPOLOGY-FIT",
+     both(set_in("mem.kubelet_topology_manager_policy", "single-numa-node"), set_in("all.machines.small.numa_nodes", 2),
+          set_in("all.tenants.cache.limit_range.max", {"memory": "32Gi"})),
+     both(set_in("mem.kubelet_topology_manager_policy", "single-numa-node"), set_in("all.machines.small.numa_nodes", 2),
+          set_in("all.tenants.cache.limit_range.max", {"memory": "31Gi"}))),
     ("IRQ-CPUS", set_in("cpu.irq_affinity", {"interfaces": ["eth0"], "cpus": "14-16"}),
      set_in("cpu.irq_affinity", {"interfaces": ["eth0"], "cpus": "14-15"})),
     ("IRQ-EXCLUSIVE",
      both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kubelet_reserved_system_cpus", "0-1"),
-          set_in("cpu.irq_affinity", {"interfaces": ["eth0"], "cpus": "0-3"})),
+          set_in("cpu.irq_affinity", {"interfaces": ["eth0"], "cpus": "0-2"})),
      both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kubelet_reserved_system_cpus", "0-1"),
           set_in("cpu.irq_affinity", {"interfaces": ["eth0"], "cpus": "0-1"}))),
-    # small: 8 cores x 2 threads = 16 CPUs -> kube-proxy sets max(131072, 32768 x 16) = 524288
+    # small: 8 cores x 2 threads = 16 CPUs -> kube-proxy sets max(131072, 32768 x 16) = 524288, up or down
     ("SYSCTL-CONNTRACK-MAX", set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 524287}),
      set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 524288})),
-    ("SYSCTL-CONNTRACK-BUCKETS", set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_buckets": 131071}),
-     set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 1048576, "net.netfilter.nf_conntrack_buckets": 262144})),
+    ("SYSCTL-CONNTRACK-MAX", set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 524289}),
+     both(set_in("all.kube_proxy_remove", True), set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 524289}))),
+    ("SYSCTL-CONNTRACK-MAX",
+     both(set_in("all.kube_proxy_conntrack_max_per_core", 65536), set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 524288})),
+     both(set_in("all.kube_proxy_conntrack_max_per_core", 65536), set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 1048576}))),
+    # without kube-proxy the host layer sets max = 524288 and nobody raises the buckets
     ("SYSCTL-CONNTRACK-BUCKETS",
-     set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 1048576, "net.netfilter.nf_conntrack_buckets": 262143}),
-     unchanged),
-    ("GPU-NO-GPUS", set_in("gpu.machine", "small"), unchanged),
-    ("GPU-IDLE", set_in("cpu.machine", "t4box"), unchanged),
-    ("GPU-MIG-UNSUPPORTED", set_in("t4.gpu_sharing", {"mode": "mig", "mig_config": "x", "mig_devices": {"1g.5gb": 7}}),
-     unchanged),
+     both(set_in("all.kube_proxy_remove", True), set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_buckets": 131071})),
+     both(set_in("all.kube_proxy_remove", True), set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_buckets": 131072}))),
+    # kube-proxy raises a low hash size itself: not a finding
+    ("SYSCTL-CONNTRACK-BUCKETS",
+     both(set_in("all.kube_proxy_conntrack_max_per_core", 0), set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_buckets": 32767})),
+     set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_buckets": 32767})),
+    ("SYSCTL-CONNTRACK-BUCKETS",
+     both(set_in("all.kube_proxy_remove", True),
+          set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 1048576, "net.netfilter.nf_conntrack_buckets": 262143})),
+     both(set_in("all.kube_proxy_remove", True),
+          set_in("cpu.sysctls", {"net.netfilter.nf_conntrack_max": 1048576, "net.netfilter.nf_conntrack_buckets": 262144}))),
+    ("GPU-NO-GPUS", host_var("gpu", "gpu-1", "hardware", {"gpu_count": 0}),
+     host_var("gpu", "gpu-1", "hardware", {"gpu_count": 1})),
+    ("GPU-IDLE", host_var("cpu", "cpu-1", "machine", "t4box"),
+     both(host_var("cpu", "cpu-1", "machine", "t4box"), host_var("cpu", "cpu-1", "hardware", {"gpu_count": 0}))),
+    ("GPU-MIXED-MODELS", add_host("gpu", "gpu-2", machine="t4box"), add_host("gpu", "gpu-2", machine="a100box")),
+    ("GPU-MIG-UNSUPPORTED", set_in("t4.gpu_sharing", {"mode": "mig", "mig_config": "x", "mig_devices": {"1g.6gb": 4}}),
+     both(set_in("t4.gpu_sharing", {"mode": "mig", "mig_config": "x", "mig_devices": {"1g.6gb": 4}}),
+          set_in("all.machines.t4box.gpu_model", "A30-24GB"))),
     ("GPU-MIG-PROFILE", set_in("gpu.gpu_sharing.mig_devices", {"1g.5gb": 7}),
      set_in("gpu.gpu_sharing.mig_devices", {"1g.20gb": 4})),
     # 3g+3g+1g adds up to 7 compute slices but needs 9 memory slices at fixed starts
@@ -165,6 +223,13 @@ CASES = [
      set_in("gpu.gpu_sharing.mig_devices", {"4g.40gb": 1, "3g.40gb": 1})),
     ("GPU-MIG-FIT", set_in("gpu.gpu_sharing.mig_devices", {"1g.10gb": 8}),
      set_in("gpu.gpu_sharing.mig_devices", {"4g.40gb": 1, "2g.20gb": 1, "1g.10gb": 1})),
+    ("GPU-MIG-CONFIG-CONFLICT",
+     both(set_in("all.machines.t4box.gpu_model", "A100-80GB"),
+          set_in("t4.gpu_sharing", {"mode": "mig", "mig_config": "all-1g.10gb", "mig_devices": {"1g.10gb": 6}})),
+     both(set_in("all.machines.t4box.gpu_model", "A100-80GB"),
+          set_in("t4.gpu_sharing", {"mode": "mig", "mig_config": "all-1g.10gb", "mig_devices": {"1g.10gb": 7}}))),
+    ("GPU-MPS-REPLICAS", set_in("t4.gpu_sharing", {"mode": "mps", "replicas": 49}),
+     set_in("t4.gpu_sharing", {"mode": "mps", "replicas": 48})),
     ("GPU-DRIVER-DRIFT", host_var("gpu", "gpu-1", "nvidia_driver_version", "550.90.07"),
      host_var("gpu", "gpu-1", "nvidia_driver_version", "550.127.08")),
     ("GPU-DRIVER-DRIFT", host_var("t4", "t4-1", "cuda_version", "12.4"), host_var("t4", "t4-1", "cuda_version", "12.2")),
@@ -174,9 +239,10 @@ CASES = [
      both(set_in("t4.nvidia_driver_version", "550.54.14"), set_in("t4.cuda_version", "12.4.1"))),
     ("GPU-BIGMEM-SHARED", set_in("gpu.pool_kind", "gpu_bigmem"),
      both(set_in("gpu.pool_kind", "gpu_bigmem"), set_in("gpu.gpu_sharing", {"mode": "exclusive"}))),
-    ("HOST-CORES-PER-GPU", set_in("all.machines.a100box.cores", 63), set_in("all.machines.a100box.cores", 64)),
-    ("HOST-CORES-PER-GPU", host_var("gpu", "gpu-1", "hardware", {"cores": 60}),
-     host_var("gpu", "gpu-1", "hardware", {"cores": 60, "gpu_count": 7})),
+    ("HOST-CORES-PER-GPU", set_in("all.machines.a100box.cores", 63),
+     both(set_in("all.machines.a100box.cores", 63), host_var("gpu", "gpu-1", "hardware", {"gpu_count": 7}))),
+    ("HOST-CORES-PER-GPU", host_var("gpu", "gpu-1", "hardware", {"cores": 55}),
+     host_var("gpu", "gpu-1", "hardware", {"cores": 56, "gpu_count": 7})),
     ("HOST-MEMORY-PER-GPU", set_in("all.machines.a100box.memory_gib", 511),
      set_in("all.machines.a100box.memory_gib", 512)),
     ("TEN-SHARED-GPU", set_in("all.tenants.svc.pools", ["cpu", "t4"]),
@@ -186,7 +252,8 @@ CASES = [
      set_in("all.tenants.cache.limit_range.default_request.memory", "2048Mi")),
     ("TEN-MEMORY-OVERCOMMIT", set_in("all.tenants.cache.limit_range.max_limit_request_ratio", {"memory": 2}),
      set_in("all.tenants.cache.limit_range.max_limit_request_ratio", {"memory": 1})),
-    ("TEN-MEMORY-OVERCOMMIT", set_in("all.tenants.svc.pools", ["cpu", "mem"]), unchanged),
+    ("TEN-MEMORY-OVERCOMMIT", set_in("all.tenants.svc.pools", ["cpu", "mem"]),
+     both(set_in("all.tenants.svc.pools", ["cpu", "mem"]), set_in("all.tenants.svc.limit_range.default_request.memory", "1Gi"))),
     ("TEN-NO-DEFAULTS", delete("all.tenants.svc.limit_range"),
      set_in("all.tenants.svc.limit_range", {"default_request": {"cpu": "1", "memory": "1Gi"}})),
     ("TEN-NO-QUOTA", set_in("all.tenants.svc.quota", {"pods": 10}),
@@ -194,15 +261,28 @@ CASES = [
     ("QUOTA-GPU-RESOURCE", quota("infer", "requests.nvidia.com/gpu", 1), quota("infer", "requests.nvidia.com/mig-1g.10gb", 1)),
     ("QUOTA-GPU-RESOURCE", set_in("all.tenants.batch.queue.capability", {"nvidia.com/gpu": 4}),
      set_in("all.tenants.batch.queue.capability", {"nvidia.com/gpu.shared": 4})),
+    ("QUOTA-GPU-RESOURCE", set_in("all.tenants.batch.queue.capability", {"nvidia.con/gpu.shared": 4}),
+     set_in("all.tenants.batch.queue.capability", {"nvidia.com/gpu.shared": 3})),
+    ("QUOTA-HUGEPAGES", quota("cache", "requests.hugepages-1Gi", "2Gi"),
+     both(set_in("mem.hugepages", {"1Gi": 2}), quota("cache", "requests.hugepages-1Gi", "2Gi"))),
+    ("QUOTA-HUGEPAGES", both(set_in("mem.hugepages", {"2Mi": 1024}), quota("cache", "hugepages-1Gi", "2Gi")),
+     both(set_in("mem.hugepages", {"2Mi": 1024}), quota("cache", "hugepages-2Mi", "2Gi"))),
     # cpu pool: 2 hosts x (16 CPUs - 200m reserved) = 31.6 allocatable CPUs
     ("QUOTA-OVER-POOLS", quota("svc", "requests.cpu", 32), quota("svc", "requests.cpu", "31600m")),
-    ("QUOTA-OVER-POOLS", quota("infer", "requests.nvidia.com/mig-1g.10gb", 57),
-     quota("infer", "requests.nvidia.com/mig-1g.10gb", 56)),
+    # with reservedSystemCPUs the kubelet withholds the listed CPUs: 2 x (16 - 4) = 24
+    ("QUOTA-OVER-POOLS", both(set_in("cpu.kubelet_reserved_system_cpus", "0-3"), quota("svc", "requests.cpu", "24001m")),
+     both(set_in("cpu.kubelet_reserved_system_cpus", "0-3"), quota("svc", "requests.cpu", 24))),
+    ("QUOTA-OVER-POOLS", host_var("gpu", "gpu-1", "hardware", {"gpu_count": 7}),
+     both(host_var("gpu", "gpu-1", "hardware", {"gpu_count": 7}), quota("infer", "requests.nvidia.com/mig-1g.10gb", 49))),
+    ("QUOTA-OVER-POOLS", both(set_in("mem.hugepages", {"1Gi": 2}), quota("cache", "requests.hugepages-1Gi", "3Gi")),
+     both(set_in("mem.hugepages", {"1Gi": 3}), quota("cache", "requests.hugepages-1Gi", "3Gi"))),
     ("QUOTA-OVERSUBSCRIBED", both(quota("svc", "requests.cpu", 20), second_cpu_tenant(12)),
      both(quota("svc", "requests.cpu", 20), second_cpu_tenant(11))),
     ("STORAGE-LOCAL-BINDING", set_in("all.storage_classes.local.volume_binding_mode", "Immediate"),
      set_in("all.storage_classes.local.volume_binding_mode", "WaitForFirstConsumer")),
-    ("STORAGE-NO-DISKS", set_in("all.storage_classes.local.pools", ["mem", "cpu"]), unchanged),
+    ("STORAGE-NO-DISKS", set_in("all.storage_classes.local.pools", ["mem", "cpu"]),
+     both(set_in("all.storage_classes.local.pools", ["mem", "cpu"]),
+          set_in("cpu.local_disks", [{"device": "/dev/sdb", "size_gib": 10, "mount": "/mnt/disks/sdb"}]))),
     ("STORAGE-CAPACITY", quota("infer", "nfs.storageclass.storage.k8s.io/requests.storage", "11Ti"),
      quota("infer", "nfs.storageclass.storage.k8s.io/requests.storage", "10Ti")),
     ("STORAGE-CAPACITY", quota("cache", "local.storageclass.storage.k8s.io/requests.storage", "101Gi"),
@@ -223,6 +303,7 @@ def test_rule_fails_and_passes(inventory, findings, code, failing, passing):
 
     good = base_inventory()
     passing(good)
+    assert good != base_inventory(), "a passing twin must change something, at the boundary where there is one"
     assert [f for f in findings(good) if f.code == code] == []
 
 
@@ -268,3 +349,42 @@ def test_a_finding_is_reported_once_per_kind_of_host_not_per_host(inventory, fin
     found = [f for f in findings(inventory) if f.code == "SYSCTL-CONNTRACK-MAX"]
     assert len(found) == 1
     assert "cpu-1, cpu-2, cpu-3 and 1 more" in found[0].message
+
+
+# ------------------------------------------------------------------ one cause, one finding
+
+
+@pytest.mark.parametrize("cause, mutation", [
+    ("GPU-MIG-FIT", set_in("gpu.gpu_sharing.mig_devices", {"3g.40gb": 2, "1g.10gb": 1})),
+    ("GPU-MIG-PROFILE", set_in("gpu.gpu_sharing.mig_devices", {"1g.5gb": 7})),
+    ("GPU-MIG-UNSUPPORTED", set_in("all.machines.a100box.gpu_model", "T4-16GB")),
+    ("GPU-MIXED-MODELS", add_host("gpu", "gpu-2", machine="t4box")),
+    ("GPU-NO-GPUS", set_in("gpu.machine", "small")),
+    ("REF-GPU-MODEL", set_in("all.machines.a100box.gpu_model", "A200-1TB")),
+    ("REF-MACHINE", set_in("gpu.machine", "nosuch")),
+    ("REF-POOL", set_in("all.storage_classes.local.pools", ["mme"])),
+    ("HOST-ALLOCATABLE", set_in("mem.hugepages", {"1Gi": 64})),
+])
+def test_a_broken_fact_is_reported_once_not_as_a_cascade(inventory, findings, cause, mutation):
+    """Rules that depend on a broken fact (quotas on the pool's GPU resources or capacity, a storage
+    class's backing) stay silent: the cause is the only finding."""
+    mutation(inventory)
+    assert [f.code for f in findings(inventory)] == [cause]
+
+
+def test_the_same_broken_facts_did_cascade_without_prerequisites(inventory, findings, monkeypatch):
+    """The guard above is what silences the consequences: without it the MIG typo is reported 4 more times."""
+    from infra.checks.base import Report
+
+    monkeypatch.setattr(Report, "broken", lambda self, *facts: False)
+    set_in("gpu.gpu_sharing.mig_devices", {"1g.5gb": 7})(inventory)
+    codes = [f.code for f in findings(inventory)]
+    assert codes[0] == "GPU-MIG-PROFILE" and "QUOTA-GPU-RESOURCE" in codes
+
+
+def test_causes_print_before_consequences(inventory, findings):
+    set_in("all.tenants.svc.quota", {"pods": 10})(inventory)  # a warning about a tenant
+    set_in("all.kube_version", "1.20.0")(inventory)  # an error about the cluster
+    set_in("cpu.kubelet_reserved_system_cpus", "0,99")(inventory)  # an error about a pool
+    codes = [f.code for f in findings(inventory)]
+    assert codes == ["KUBE-VERSION", "KUBELET-RESERVED-CPUS", "TEN-NO-QUOTA"]

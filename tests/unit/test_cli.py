@@ -15,8 +15,8 @@ def run(*args, cwd=ROOT):
 @pytest.mark.parametrize("env", SHIPPED)
 def test_shipped_environments_pass_check_and_plan(env):
     check = run("check", f"inventories/{env}")
-    assert check.returncode == 0, check.stderr
-    assert "0 error(s)" in check.stderr
+    assert check.returncode == 0, check.stdout
+    assert "0 error(s), 0 warning(s)" in check.stdout
     plan = run("plan", f"inventories/{env}")
     assert plan.returncode == 0, plan.stderr
     assert plan.stdout.startswith(f"Plan for {env}")
@@ -28,27 +28,60 @@ def test_errors_exit_1_with_code_file_field_and_fix(inventory, write):
     inventory["group_vars"]["gpu"]["node_taints"] = []
     result = run("check", str(write(inventory)))
     assert result.returncode == 1
-    assert "ERROR   POOL-GPU-TAINT" in result.stderr
-    assert "group_vars/gpu.yml: node_taints" in result.stderr
-    assert "fix: Add a taint" in result.stderr
-    assert "1 error(s), 0 warning(s)" in result.stderr
+    assert "ERROR   POOL-GPU-TAINT" in result.stdout
+    assert "group_vars/gpu.yml: node_taints" in result.stdout
+    assert "fix: Add a taint" in result.stdout
+    assert "1 error(s), 0 warning(s)" in result.stdout
+    assert result.stderr == ""  # the report goes to stdout: `check ... > report.txt` keeps all of it
 
 
 def test_warnings_alone_exit_0(inventory, write):
     inventory["group_vars"]["mem"]["node_taints"] = []
     result = run("check", str(write(inventory)))
     assert result.returncode == 0
-    assert "WARNING POOL-MEMORY-TAINT" in result.stderr
+    assert "WARNING POOL-MEMORY-TAINT" in result.stdout
 
 
 def test_check_json(inventory, write):
     inventory["group_vars"]["gpu"]["node_taints"] = []
     result = run("check", "--json", str(write(inventory)))
-    data = json.loads(result.stdout)
+    data = json.loads(result.stdout)  # JSON alone on stdout
     assert result.returncode == 1
     assert data["errors"] == 1
     [finding] = data["findings"]
     assert set(finding) == {"code", "severity", "file", "field", "message", "fix"}
+
+
+def test_plan_json_on_errors_prints_the_findings_as_json(inventory, write):
+    inventory["group_vars"]["gpu"]["node_taints"] = []
+    result = run("plan", "--json", str(write(inventory)))
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert [f["code"] for f in data["findings"]] == ["POOL-GPU-TAINT"]
+
+
+def test_plan_prints_warnings_on_stderr_and_the_plan_alone_on_stdout(inventory, write):
+    inventory["group_vars"]["mem"]["node_taints"] = []
+    result = run("plan", "--json", str(write(inventory)))
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["pools"]
+    assert "POOL-MEMORY-TAINT" not in result.stdout
+
+
+def test_run_shows_each_stage_and_each_finding_once(inventory, write):
+    inventory["group_vars"]["mem"]["node_taints"] = []
+    result = run("run", str(write(inventory)))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.count("POOL-MEMORY-TAINT") == 1
+    assert "==> [1/2] check" in result.stdout and "==> [2/2] plan" in result.stdout
+    assert "<== plan done in" in result.stdout and "main job done: 2 stages" in result.stdout
+
+
+def test_run_stops_at_the_failing_stage(inventory, write):
+    inventory["group_vars"]["gpu"]["node_taints"] = []
+    result = run("run", str(write(inventory)))
+    assert result.returncode == 1
+    assert "<== check FAILED" in result.stdout and "[2/2] plan" not in result.stdout
 
 
 def test_plan_refuses_a_spec_with_errors(inventory, write):
@@ -67,12 +100,13 @@ def test_unusable_input_exits_2_without_a_traceback(inventory, write, tmp_path, 
         path = write(inventory)
         target = path / "group_vars" / "all.yml"
         target.write_text("cluster_name: [x\n" if breakage == "yaml" else target.read_text() + "clustr_size: 3\n")
-    for command in ("check", "plan"):
+    for command in ("check", "plan", "run"):
         result = run(command, str(path))
         assert result.returncode == 2
-        assert "Traceback" not in result.stderr
-        error_lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-        assert len(error_lines) == 1, result.stderr
+        output = result.stdout + result.stderr
+        assert "Traceback" not in output
+        error_lines = [line for line in output.splitlines() if line.startswith("error: ")]
+        assert len(error_lines) == 1, output
     data = json.loads(run("check", "--json", str(path)).stdout)
     assert len(data["unusable"]) == 1
 
@@ -80,7 +114,7 @@ def test_unusable_input_exits_2_without_a_traceback(inventory, write, tmp_path, 
 def test_help_lists_commands_and_exit_codes():
     result = run("--help")
     assert result.returncode == 0
-    for word in ("check INVENTORY", "plan INVENTORY", "rules", "exit codes"):
+    for word in ("check INVENTORY", "plan INVENTORY", "run INVENTORY", "rules", "exit codes"):
         assert word in result.stdout
 
 

@@ -86,3 +86,51 @@ def test_plan_is_json_and_the_table_shows_every_pool(plan):
         assert any(line.startswith(name) for line in table.splitlines())
     assert "nvidia.com/mig-1g.10gb 56" in table
     assert "87.5%" in table
+
+
+def test_reserved_system_cpus_replace_the_cpu_reservations(inventory, plan):
+    """The kubelet reserves exactly the listed CPUs and ignores kube/system-reserved cpu."""
+    inventory["group_vars"]["cpu"].update({"kubelet_reserved_system_cpus": "0-1,8-9",
+                                           "kube_cpu_reserved": "3", "system_cpu_reserved": "3"})
+    cpu = by_name(plan())["cpu"]
+    assert cpu["allocatable_cpu"] == 2 * (16 - 4)  # not 2 x (16 - 6)
+    assert cpu["kubelet"]["reserved_cpus"] == 4
+
+
+def test_eviction_thresholds_merge_over_the_kubelet_defaults(inventory, plan):
+    inventory["group_vars"]["mem"]["eviction_hard"] = {"nodefs.available": "5%"}
+    mem = by_name(plan())["mem"]
+    assert mem["kubelet"]["eviction_hard"] == {
+        "memory.available": "100Mi", "nodefs.available": "5%", "nodefs.inodesFree": "5%",
+        "imagefs.available": "15%", "imagefs.inodesFree": "5%",
+    }
+    # 64 GiB - 256Mi - 512Mi - the default 100Mi, still in force
+    assert mem["allocatable_memory_gib"] == round(64 - (256 + 512 + 100) / 1024, 1)
+
+
+def test_memory_manager_reserved_memory_adds_up_to_the_reservations(inventory, plan):
+    """The Memory Manager refuses to start unless reservedMemory = kube + system reserved + eviction."""
+    inventory["group_vars"]["mem"].update({
+        "kubelet_memory_manager_policy": "Static", "kube_memory_reserved": "1Gi",
+        "system_memory_reserved": "2Gi", "eviction_hard": {"memory.available": "1%"},
+    })
+    kubelet = by_name(plan())["mem"]["kubelet"]
+    assert kubelet["reserved_memory"] == [{"numa_node": 0, "memory_bytes": int(3 * 2**30 + 0.01 * 64 * 2**30)}]
+    assert by_name(plan())["cpu"]["kubelet"]["reserved_memory"] == []  # policy None: no reservedMemory
+
+
+def test_conntrack_follows_the_machine_and_who_manages_it(inventory, plan):
+    cpu = by_name(plan())["cpu"]["kubelet"]
+    assert (cpu["conntrack_max"], cpu["conntrack_buckets"], cpu["conntrack_set_by"]) == (524288, 131072, "kube-proxy")
+    inventory["group_vars"]["all"].update({"kube_proxy_remove": True})
+    inventory["group_vars"]["mem"]["sysctls"] = {"net.netfilter.nf_conntrack_max": 1000000}
+    pools = by_name(plan(inventory))
+    assert (pools["cpu"]["kubelet"]["conntrack_max"], pools["cpu"]["kubelet"]["conntrack_set_by"]) == (524288, "host")
+    assert (pools["mem"]["kubelet"]["conntrack_max"], pools["mem"]["kubelet"]["conntrack_buckets"]) == (1000000, 250000)
+
+
+def test_kube_proxy_raises_a_low_hash_size_and_honours_its_own_settings(inventory, plan):
+    inventory["group_vars"]["all"].update({"kube_proxy_conntrack_max_per_core": 8192, "kube_proxy_conntrack_min": 200000})
+    inventory["group_vars"]["cpu"]["sysctls"] = {"net.netfilter.nf_conntrack_buckets": 1000}
+    cpu = by_name(plan())["cpu"]["kubelet"]
+    assert (cpu["conntrack_max"], cpu["conntrack_buckets"]) == (200000, 50000)  # max(200000, 8192 x 16)
