@@ -45,7 +45,9 @@ class KubeletSettings:
 
 def eviction_hard(pool: PoolVars) -> dict[str, str]:
     """The evictionHard map the kubelet runs with: its defaults, overridden signal by signal by the pool."""
-    return {**platform().kubelet.eviction_hard, **pool.eviction_hard}
+    evictions: dict[str, str] = dict(platform().kubelet.eviction_hard)
+    evictions.update({str(signal): threshold for signal, threshold in pool.eviction_hard.items()})
+    return evictions
 
 
 def threshold_bytes(threshold: str, capacity_bytes: Decimal) -> Decimal:
@@ -84,7 +86,7 @@ def kubelet_settings(cluster: ClusterVars, pool: PoolVars, machine: Machine) -> 
         system_reserved_memory=system_memory,
         eviction_hard=evictions,
         eviction_memory=eviction_memory,
-        hugepages=dict(pool.hugepages),
+        hugepages={str(size): count for size, count in pool.hugepages.items()},
         topology_manager_policy=pool.kubelet_topology_manager_policy,
         memory_manager_policy=pool.kubelet_memory_manager_policy,
         reserved_memory=reserved_memory,

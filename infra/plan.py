@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from decimal import Decimal
-
 from typing import Any
 
 from infra.capacity import combined, pool_capacity
@@ -57,7 +56,9 @@ def _kubelet(view: Resolved, pool: Pool, machine: Machine) -> dict[str, Any]:
         "reserved_system_cpus": pool.vars.kubelet_reserved_system_cpus,
         "topology_manager_policy": kubelet.topology_manager_policy,
         "memory_manager_policy": kubelet.memory_manager_policy,
-        "reserved_memory": [{"numa_node": node, "memory_bytes": int(amount)} for node, amount in kubelet.reserved_memory],
+        "reserved_memory": [
+            {"numa_node": node, "memory_bytes": int(amount)} for node, amount in kubelet.reserved_memory
+        ],
         "eviction_hard": kubelet.eviction_hard,
         "conntrack_max": table.max,
         "conntrack_buckets": table.buckets,
@@ -141,7 +142,7 @@ def build_plan(env: Environment) -> dict[str, Any]:
     }
 
 
-def render_table(plan: dict) -> str:
+def render_table(plan: dict[str, Any]) -> str:
     """The plan for a terminal: one row per pool, a totals row, GPU resources and the address plan."""
     money = plan["currency"]
     header = ["POOL", "KIND", "HOSTS", "CORES", "CPU alloc/total", "MEM GiB alloc/total", "HUGEPAGES GiB",
@@ -167,7 +168,7 @@ def render_table(plan: dict) -> str:
         for pool in plan["pools"] if pool["gpu_resources"]
     ]
     if gpu_lines:
-        lines += ["", "GPU resources advertised (per pool, for quotas and Volcano queues):"] + gpu_lines
+        lines += ["", "GPU resources advertised (per pool, for quotas and Volcano queues):", *gpu_lines]
     net = plan["network"]
     lines += [
         "",
@@ -179,11 +180,11 @@ def render_table(plan: dict) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]], numeric: set[int]) -> list[str]:
-    widths = [max(len(row[i]) for row in [header] + rows) for i in range(len(header))]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
         return "  ".join(cell.rjust(w) if i in numeric else cell.ljust(w)
-                         for i, (cell, w) in enumerate(zip(cells, widths))).rstrip()
+                         for i, (cell, w) in enumerate(zip(cells, widths, strict=False))).rstrip()
 
     separator = "  ".join("-" * w for w in widths)
     return [line(header), separator] + [line(row) for row in rows[:-1]] + [separator, line(rows[-1])]

@@ -104,10 +104,10 @@ def check(view: Resolved, report: Report) -> None:
                        f"no priority class named {tenant.priority_class!r}")
         for key in tenant.quota:
             if ".storageclass.storage.k8s.io/" in key:
-                storage_class = key.split(".storageclass.", 1)[0]
-                if storage_class not in cluster.storage_classes:
+                class_name = key.split(".storageclass.", 1)[0]
+                if class_name not in cluster.storage_classes:
                     report.add(REF_STORAGE_CLASS, tenants_file, f"tenants.{name}.quota.{key}",
-                               f"no storage class named {storage_class!r}")
+                               f"no storage class named {class_name!r}")
 
     for name, storage_class in cluster.storage_classes.items():
         for index, pool_name in enumerate(storage_class.pools):

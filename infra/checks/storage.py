@@ -67,8 +67,8 @@ def check(view: Resolved, report: Report) -> None:
     for tenant in env.cluster.tenants.values():
         for key, value in tenant.quota.items():
             if key.endswith(".storageclass.storage.k8s.io/requests.storage"):
-                storage_class = key.split(".storageclass.", 1)[0]
-                requested[storage_class] = requested.get(storage_class, Decimal(0)) + parse_quantity(value)
+                class_name = key.split(".storageclass.", 1)[0]
+                requested[class_name] = requested.get(class_name, Decimal(0)) + parse_quantity(value)
     for name, amount in sorted(requested.items()):
         if name not in classes or report.broken(storage_fact(name)):
             continue  # reported by REF-STORAGE-CLASS or REF-POOL
