@@ -1,0 +1,21 @@
+"""The supported Python versions are those ansible-core 2.19 supports (3.11-3.13), everywhere they are named."""
+
+import re
+import tomllib
+
+from inventory_builder import ROOT
+from packaging.specifiers import SpecifierSet
+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_pyproject_accepts_python_3_11_to_3_13():
+    supported = SpecifierSet(PYPROJECT["project"]["requires-python"])
+    assert [version for version in ("3.10", "3.11", "3.12", "3.13", "3.14") if version in supported] == [
+        "3.11", "3.12", "3.13"]
+
+
+def test_dev_sh_gate_names_the_same_range():
+    gate = re.search(r"not \((\d+), (\d+)\) <= sys.version_info\[:2\] <= \((\d+), (\d+)\)",
+                     (ROOT / "dev.sh").read_text())
+    assert gate and gate.groups() == ("3", "11", "3", "13")
