@@ -3,7 +3,8 @@
 Counting compute slices is not enough. Every instance occupies consecutive memory slices from one of a
 few fixed start positions, so 3g.20gb + 3g.20gb + 1g.5gb adds up to 7 compute slices on an A100 yet
 has no placement: the two 3g instances take all eight memory slices. The search below tries the
-start positions exactly as the driver would, largest instances first.
+start positions exactly as the driver would, largest instances first. Counts are capped too: a card holds
+at most `max_count` instances of a profile, and one "+me" (media extensions) instance in all.
 """
 
 from __future__ import annotations
@@ -11,7 +12,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 
-from infra.knowledge import MigGeometry, gpu_models
+from infra.knowledge import MEDIA_EXTENSIONS, MigGeometry, gpu_models
+
+RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def mig_resource_name(profile: str) -> str:
+    """The extended resource the NVIDIA device plugin advertises for a MIG profile (mixed strategy).
+
+    Resource names cannot contain "+", so the plugin writes "mig-" + the profile with every "+" replaced by
+    "." (k8s-device-plugin internal/rm/rm.go: strings.ReplaceAll("mig-"+p.String(), "+", ".")):
+    1g.10gb -> nvidia.com/mig-1g.10gb, 1g.10gb+me -> nvidia.com/mig-1g.10gb.me.
+    """
+    return RESOURCE_PREFIX + profile.replace("+", ".")
 
 
 def placement(model: str, layout: Mapping[str, int]) -> list[tuple[str, int]] | None:
@@ -28,6 +41,8 @@ def _placement(model: str, layout: tuple[tuple[str, int], ...]) -> list[tuple[st
     geometry = gpu_models()[model].mig
     if geometry is None:
         return None
+    if not within_counts(geometry, dict(layout)):
+        return None
     instances = [name for name, count in layout for _ in range(count)]
     if sum(geometry.profiles[name].compute for name in instances) > geometry.compute_slices:
         return None
@@ -35,7 +50,19 @@ def _placement(model: str, layout: tuple[tuple[str, int], ...]) -> list[tuple[st
     return _place(geometry, instances, 0, [])
 
 
-def _place(geometry: MigGeometry, todo: list[str], used: int, done: list[tuple[str, int]]):
+def within_counts(geometry: MigGeometry, layout: Mapping[str, int]) -> bool:
+    """Whether `layout` respects each profile's max_count and the card's limit on "+me" instances."""
+    for name, count in layout.items():
+        limit = geometry.profiles[name].max_count
+        if limit is not None and count > limit:
+            return False
+    media = sum(count for name, count in layout.items() if name.endswith(MEDIA_EXTENSIONS))
+    return media <= geometry.media_extension_instances
+
+
+def _place(
+    geometry: MigGeometry, todo: list[str], used: int, done: list[tuple[str, int]]
+) -> list[tuple[str, int]] | None:
     if not todo:
         return list(done)
     name, rest = todo[0], todo[1:]

@@ -1,12 +1,14 @@
 """The GPU facts are data; these tests hold them to NVIDIA's published geometry."""
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
-from infra.knowledge import GpuModel, gpu_models, platform
-from infra.mig import memory_fraction, placement
+from infra.knowledge import GpuModel, Platform, gpu_models, platform
+from infra.mig import memory_fraction, mig_resource_name, placement, within_counts
 
-MIG_MODELS = ["A30-24GB", "A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB"]
+MIG_MODELS = ["A30-24GB", "A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H200-141GB"]
 NO_MIG = ["T4-16GB", "L4-24GB", "L40S-48GB", "V100-32GB", "RTX3090-24GB", "RTX4090-24GB"]
 
 
@@ -20,7 +22,7 @@ def test_the_models_the_issue_names_are_known():
 def test_profile_names_follow_nvidia_naming_and_memory(model):
     facts = gpu_models()[model]
     for name, profile in facts.mig.profiles.items():
-        compute, memory = name.split(".")
+        compute, memory = name.removesuffix("+me").split(".")
         assert compute == f"{profile.compute}g"
         assert memory.endswith("gb")
     # the full-card profile covers all memory slices and is named after the card's memory
@@ -47,6 +49,32 @@ def test_profile_names_follow_nvidia_naming_and_memory(model):
     ("A30-24GB", {"2g.12gb": 1, "1g.6gb": 2}, True),
     ("A30-24GB", {"2g.12gb": 2, "1g.6gb": 1}, False),
     ("T4-16GB", {"1g.5gb": 1}, False),
+    # per-profile maximum counts and the single media-extension (+me) instance per card
+    ("A100-80GB", {"1g.20gb": 4}, True),
+    ("A100-80GB", {"1g.20gb": 5}, False),
+    ("H100-80GB", {"1g.10gb+me": 1, "1g.10gb": 6}, True),
+    ("H100-80GB", {"1g.10gb+me": 2}, False),
+    ("H100-80GB", {"1g.10gb+me": 2, "1g.10gb": 5}, False),
+    ("A100-40GB", {"1g.5gb+me": 1, "3g.20gb": 1, "2g.10gb": 1}, True),
+    ("A30-24GB", {"1g.6gb+me": 1, "1g.6gb": 1, "2g.12gb": 1}, True),
+    ("A30-24GB", {"2g.12gb+me": 1, "2g.12gb": 1}, True),
+    ("A30-24GB", {"1g.6gb+me": 1, "2g.12gb+me": 1}, False),  # one +me per card, whatever its size
+    ("H200-141GB", {"1g.18gb+me": 1, "3g.71gb": 1, "2g.35gb": 1}, True),
+    ("H200-141GB", {"1g.18gb+me": 2, "3g.71gb": 1}, False),
+    # H100-94GB (H100 NVL)
+    ("H100-94GB", {"1g.12gb": 7}, True),
+    ("H100-94GB", {"1g.12gb": 8}, False),
+    ("H100-94GB", {"1g.12gb+me": 1, "1g.12gb": 6}, True),
+    ("H100-94GB", {"1g.24gb": 4}, True),
+    ("H100-94GB", {"1g.24gb": 4, "1g.12gb": 1}, False),  # 5 compute slices, but all 8 memory slices taken
+    ("H100-94GB", {"2g.24gb": 3, "1g.12gb": 1}, True),
+    ("H100-94GB", {"3g.47gb": 1, "2g.24gb": 1, "1g.12gb": 2}, True),
+    ("H100-94GB", {"4g.47gb": 1, "3g.47gb": 1}, True),
+    ("H100-94GB", {"3g.47gb": 2}, True),
+    ("H100-94GB", {"3g.47gb": 2, "1g.12gb": 1}, False),
+    ("H100-94GB", {"4g.47gb": 2}, False),
+    ("H100-94GB", {"7g.94gb": 1}, True),
+    ("H100-94GB", {"7g.94gb": 1, "1g.12gb+me": 1}, False),
 ])
 def test_mig_placement(model, layout, fits):
     found = placement(model, layout)
@@ -65,12 +93,14 @@ def test_mig_placement(model, layout, fits):
 
 def test_memory_fraction_counts_memory_slices():
     assert memory_fraction("A100-80GB", {"1g.10gb": 7}) == 7 / 8
+    assert memory_fraction("H100-94GB", {"1g.12gb+me": 1, "3g.47gb": 1}) == 5 / 8
     assert memory_fraction("A100-80GB", {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}) == 1.0
 
 
 def test_a_profile_past_the_last_slice_is_refused():
     with pytest.raises(ValidationError, match="runs past the last memory slice"):
-        GpuModel.model_validate({"memory_gib": 8, "mig": {"compute_slices": 2, "memory_slices": 2, "profiles": {
+        GpuModel.model_validate({"memory_gib": 8, "min_driver_branch": 550, "mps_max_clients": 48,
+                                 "mig": {"compute_slices": 2, "memory_slices": 2, "profiles": {
             "1g.4gb": {"compute": 1, "memory": 1, "starts": [0, 2]}}}})
 
 
@@ -80,3 +110,159 @@ def test_platform_facts_load():
     assert facts.kube_proxy_conntrack.min == 131072
     assert facts.kubernetes.oldest_minor <= facts.kubernetes.newest_minor
     assert set(facts.host_per_gpu) <= set(gpu_models())
+
+
+# --- CUDA releases and their drivers (NVIDIA release notes, Tables 2 and 3) ---
+
+CUDA_MINORS = [f"11.{n}" for n in range(9)] + [f"12.{n}" for n in (0, 1, 2, 3, 4, 5, 6, 8, 9)] + \
+    [f"13.{n}" for n in range(4)]
+
+
+def test_every_cuda_minor_from_11_0_has_exactly_its_ga():
+    facts = platform()
+    assert sorted({r.rsplit(".", 1)[0] for r in facts.cuda_releases}, key=lambda m: tuple(map(int, m.split(".")))) \
+        == CUDA_MINORS  # 12.7 was never released
+    assert facts.cuda_ga("11.0") == "11.0.2"  # 11.0.1 was the RC
+    assert facts.cuda_ga("12.4") == "12.4.0"
+    assert facts.cuda_ga("12.7") is None
+
+
+@pytest.mark.parametrize("release, driver", [
+    ("11.0.2", "450.51.05"), ("11.1.0", "455.23"), ("11.2.0", "460.27.03"), ("11.3.0", "465.19.01"),
+    ("11.4.0", "470.42.01"), ("11.4.3", "470.82.01"), ("11.5.0", "495.29.05"), ("11.8.0", "520.61.05"),
+    ("12.0.0", "525.60.13"), ("12.0.1", "525.85.12"), ("12.2.2", "535.104.05"),
+    ("12.4.0", "550.54.14"), ("12.4.1", "550.54.15"), ("12.8.0", "570.26"), ("12.9.1", "575.57.08"),
+    ("13.0.0", "580.65.06"), ("13.1.0", "590.44.01"), ("13.2.0", "595.45.04"), ("13.3.1", "610.43.02"),
+])
+def test_release_minimums_are_nvidias(release, driver):
+    assert platform().cuda_releases[release].min_driver == driver
+
+
+def test_minor_compatibility_floors_are_nvidias():
+    assert platform().cuda_minor_compat_floor == {"11": "450.80.02", "12": "525.60.13", "13": "580.65.06"}
+
+
+def test_the_per_minor_view_keeps_the_ga_minimums():
+    table = platform().cuda_min_driver
+    assert table["12.4"] == "550.54.14"
+    assert table["11.0"] == "450.51.05"
+    assert "12.7" not in table
+
+
+def _platform_with(releases, floors=None):
+    raw = platform().model_dump()
+    raw["cuda_releases"] = releases
+    raw["cuda_minor_compat_floor"] = floors or {"12": "525.60.13"}
+    return Platform.model_validate(raw)
+
+
+@pytest.mark.parametrize("releases, floors, message", [
+    ({"12.4.0": {"label": "GA", "min_driver": "550.54.14"}}, None, "exactly one GA"),
+    ({"12.4.0": {"label": "GA", "min_driver": "550.54.14", "ga": True},
+      "12.4.1": {"label": "U1", "min_driver": "550.54.15", "ga": True}}, None, "exactly one GA"),
+    ({"12.4": {"label": "GA", "min_driver": "550.54.14", "ga": True}}, None, "written in full"),
+    ({"12.4.0": {"label": "GA", "min_driver": "550.54.14", "ga": True},
+      "12.4.1": {"label": "U1", "min_driver": "550.54.13"}}, None, "older driver"),
+    ({"12.4.0": {"label": "GA", "min_driver": "550.54.14", "ga": True}}, {"11": "450.80.02"}, "no cuda_minor_compat"),
+    ({"12.4.0": {"label": "GA", "min_driver": "550.54.14", "ga": True}}, {"12": "560.1.1"}, "outside"),
+    ({"12.4.0": {"label": "GA", "min_driver": "550.54.x", "ga": True}}, None, "dotted version"),
+])
+def test_an_inconsistent_cuda_table_is_refused(releases, floors, message):
+    with pytest.raises(ValidationError, match=message):
+        _platform_with(releases, floors)
+
+
+# --- GPU models: driver branch, MPS, media-extension profiles ---
+
+def test_every_card_names_its_oldest_driver_branch_and_mps_limit():
+    branches = {name: facts.min_driver_branch for name, facts in gpu_models().items()}
+    assert branches["V100-32GB"] == 384
+    assert branches["T4-16GB"] == 410
+    assert branches["A100-80GB"] == 450
+    assert branches["RTX3090-24GB"] == 455
+    assert branches["H100-80GB"] == 520
+    assert branches["H100-94GB"] == 535
+    assert branches["H200-141GB"] == 550
+    assert all(facts.mps_max_clients == 48 for facts in gpu_models().values())  # Volta and newer
+
+
+@pytest.mark.parametrize("model, media", [
+    ("A30-24GB", {"1g.6gb+me", "2g.12gb+me"}),
+    ("A100-40GB", {"1g.5gb+me"}),
+    ("A100-80GB", {"1g.10gb+me"}),
+    ("H100-80GB", {"1g.10gb+me"}),
+    ("H100-94GB", {"1g.12gb+me"}),
+    ("H200-141GB", {"1g.18gb+me"}),
+])
+def test_media_extension_profiles_are_known_and_single(model, media):
+    geometry = gpu_models()[model].mig
+    assert {name for name in geometry.profiles if name.endswith("+me")} == media
+    assert geometry.media_extension_instances == 1
+    for name in media:
+        profile, base = geometry.profiles[name], geometry.profiles[name.removesuffix("+me")]
+        assert profile.max_count == 1
+        assert (profile.compute, profile.memory, profile.starts) == (base.compute, base.memory, base.starts)
+
+
+def test_h100_94gb_is_the_h100_nvl_geometry():
+    facts = gpu_models()["H100-94GB"]
+    assert facts.memory_gib == 94
+    assert {name: p.max_count for name, p in facts.mig.profiles.items()} == {
+        "1g.12gb": 7, "1g.12gb+me": 1, "1g.24gb": 4, "2g.24gb": 3, "3g.47gb": 2, "4g.47gb": 1, "7g.94gb": 1}
+
+
+def _card(profiles, **extra):
+    return {"memory_gib": 8, "min_driver_branch": 550, "mps_max_clients": 48,
+            "mig": {"compute_slices": 2, "memory_slices": 2, "profiles": profiles, **extra}}
+
+
+@pytest.mark.parametrize("profiles, message", [
+    ({"1g.4gb+me": {"compute": 1, "memory": 1, "starts": [0, 1], "max_count": 1}}, "no base profile"),
+    ({"1g.4gb": {"compute": 1, "memory": 1, "starts": [0, 1]},
+      "1g.4gb+me": {"compute": 1, "memory": 1, "starts": [0], "max_count": 1}}, "geometry of its base"),
+    ({"1g.4gb": {"compute": 1, "memory": 1, "starts": [0, 1]},
+      "1g.4gb+me": {"compute": 1, "memory": 1, "starts": [0, 1], "max_count": 2}}, "at most 1 \\+me"),
+    ({"1g.4gb": {"compute": 1, "memory": 1, "starts": [0, 1], "max_count": 3}}, "at most 2 fit"),
+    ({"1g.8gb": {"compute": 1, "memory": 2, "starts": [0], "max_count": 2}}, "at most 1 fit"),
+    ({"2g.4gb": {"compute": 1, "memory": 1, "starts": [0]}}, "not the 2g its name says"),
+    ({"one-slice": {"compute": 1, "memory": 1, "starts": [0]}}, "not named like"),
+])
+def test_a_wrong_profile_is_refused(profiles, message):
+    with pytest.raises(ValidationError, match=message):
+        GpuModel.model_validate(_card(profiles))
+
+
+def test_a_card_needs_its_driver_branch_and_mps_limit():
+    with pytest.raises(ValidationError, match="min_driver_branch"):
+        GpuModel.model_validate({"memory_gib": 8, "mps_max_clients": 48})
+    with pytest.raises(ValidationError, match="mps_max_clients"):
+        GpuModel.model_validate({"memory_gib": 8, "min_driver_branch": 550})
+
+
+def test_within_counts_caps_each_profile_and_the_media_extensions():
+    geometry = gpu_models()["A30-24GB"].mig
+    assert within_counts(geometry, {"1g.6gb": 4, "1g.6gb+me": 0})
+    assert not within_counts(geometry, {"1g.6gb": 5})
+    assert within_counts(geometry, {"2g.12gb+me": 1})
+    assert not within_counts(geometry, {"1g.6gb+me": 1, "2g.12gb+me": 1})
+
+
+@pytest.mark.parametrize("profile, resource", [
+    ("1g.10gb", "nvidia.com/mig-1g.10gb"),
+    ("7g.141gb", "nvidia.com/mig-7g.141gb"),
+    ("1g.10gb+me", "nvidia.com/mig-1g.10gb.me"),
+    ("2g.12gb+me", "nvidia.com/mig-2g.12gb.me"),
+])
+def test_mig_resource_name_is_the_device_plugins(profile, resource):
+    assert mig_resource_name(profile) == resource
+
+
+# Kubernetes extended resource names: a DNS-subdomain prefix, "/", then a qualified name of at most 63 characters.
+RESOURCE_NAME = re.compile(r"^nvidia\.com/(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+@pytest.mark.parametrize("model", MIG_MODELS)
+def test_every_profile_has_a_valid_distinct_resource_name(model):
+    names = [mig_resource_name(profile) for profile in gpu_models()[model].mig.profiles]
+    assert all(RESOURCE_NAME.match(name) for name in names), names
+    assert len(set(names)) == len(names)
