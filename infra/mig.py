@@ -85,8 +85,3 @@ def memory_fraction(model: str, layout: Mapping[str, int]) -> float:
     assert geometry is not None, f"{model} has no MIG"
     used = sum(geometry.profiles[name].memory * count for name, count in layout.items())
     return used / geometry.memory_slices
-
-
-def mig_resource_name(profile: str) -> str:
-    """The extended resource the device plugin advertises for a MIG profile under the mixed strategy."""
-    return f"nvidia.com/mig-{profile}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from infra.capacity import describe_hosts
+from infra.drivers import driver_verdict
 from infra.checks.base import Report, gpu_fact, machine_fact, rule
 from infra.knowledge import gpu_models, platform
 from infra.mig import placement
@@ -62,8 +63,22 @@ GPU_DRIVER_DRIFT = rule(
 )
 GPU_CUDA_DRIVER = rule(
     "GPU-CUDA-DRIVER", "error",
-    "A CUDA major release newer than the driver supports: CUDA applications fail to initialise.",
+    "A driver below what the CUDA release runs on at all (its own minimum, and the major's minor-version "
+    "compatibility floor): CUDA applications fail to initialise.",
     "Raise nvidia_driver_version to at least the driver named in the finding, or lower cuda_version.",
+)
+GPU_CUDA_UNKNOWN = rule(
+    "GPU-CUDA-UNKNOWN", "warning",
+    "A CUDA release the driver table (infra/knowledge/platform.yml) does not list: whether the driver runs "
+    "it cannot be checked.",
+    "Use a released CUDA version (e.g. 12.4 or 12.4.1), or add the release and its minimum driver to "
+    "platform.yml from NVIDIA's release notes.",
+)
+GPU_DRIVER_UNSUPPORTED = rule(
+    "GPU-DRIVER-UNSUPPORTED", "error",
+    "A driver branch older than the card (an H100 on R470): the driver does not know the device and no "
+    "GPU appears on the node.",
+    "Raise nvidia_driver_version to the card's first supported branch named in the finding, or newer.",
 )
 GPU_CUDA_MINOR = rule(
     "GPU-CUDA-MINOR", "warning",
@@ -89,10 +104,6 @@ HOST_MEMORY_PER_GPU = rule(
 )
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))
-
-
 def check(view: Resolved, report: Report) -> None:
     layouts: dict[str, tuple[Pool, dict[str, int]]] = {}
     for pool in view.env.pools.values():
@@ -116,7 +127,7 @@ def check(view: Resolved, report: Report) -> None:
                        f"pool {pool.name} mixes {', '.join(models)}", breaks=(gpu_fact(pool.name),))
         elif models and not report.broken(gpu_fact(pool.name)):
             _sharing(pool, models[0], report)
-        _drivers(pool, report)
+        _drivers(pool, models[0] if len(models) == 1 else None, report)
         sharing = pool.vars.sharing
         if sharing.mig_config:
             first = layouts.setdefault(sharing.mig_config, (pool, dict(sharing.mig_devices)))
@@ -163,7 +174,7 @@ def _sharing(pool: Pool, model: str, report: Report) -> None:
                    breaks=broken)
 
 
-def _drivers(pool: Pool, report: Report) -> None:
+def _drivers(pool: Pool, model: str | None, report: Report) -> None:
     driver, cuda = pool.vars.nvidia_driver_version, pool.vars.cuda_version
     for host in pool.hosts:
         for field, pool_value in (("nvidia_driver_version", driver), ("cuda_version", cuda)):
@@ -173,21 +184,12 @@ def _drivers(pool: Pool, report: Report) -> None:
                            f"host {host.name} sets {host_value}, pool {pool.name} runs {pool_value}")
     if not (driver and cuda):
         return
-    table = platform().cuda_min_driver
-    cuda_minor = ".".join(cuda.split(".")[:2])
-    major = cuda_minor.split(".")[0]
-    known = sorted((v for v in table if v.split(".")[0] == major), key=_version)
-    if not known:
-        return
-    first_of_major = table[known[0]]
-    released = [v for v in known if _version(v) <= _version(cuda_minor)] or known[:1]
-    needed = table[max(released, key=_version)]
-    if _version(driver) < _version(first_of_major):
-        report.add(GPU_CUDA_DRIVER, pool.source, "nvidia_driver_version",
-                   f"pool {pool.name}: CUDA {cuda} needs driver {first_of_major} or newer; {driver} is set")
-    elif _version(driver) < _version(needed):
-        report.add(GPU_CUDA_MINOR, pool.source, "nvidia_driver_version",
-                   f"pool {pool.name}: CUDA {cuda} is fully supported from driver {needed}; {driver} is set")
+    verdict = driver_verdict(cuda, driver, model)
+    which = {"too-old": GPU_CUDA_DRIVER, "minor-compat": GPU_CUDA_MINOR, "unknown-cuda": GPU_CUDA_UNKNOWN,
+             "gpu-unsupported": GPU_DRIVER_UNSUPPORTED}.get(verdict.status)
+    if which is not None:
+        field = "cuda_version" if verdict.status == "unknown-cuda" else "nvidia_driver_version"
+        report.add(which, pool.source, field, f"pool {pool.name}: {verdict.detail}")
 
 
 def _host_per_gpu(pool: Pool, machine: Machine, hosts: list[Host], report: Report) -> None:
