@@ -13,13 +13,13 @@ def test_every_stack_names_a_shipped_inventory():
     assert STACKS == SHIPPED
     for stack in STACKS:
         config = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
-        assert config == {"infra:inventory": f"inventories/{stack}"}
+        assert config == {"k8s-node-pools:inventory": f"inventories/{stack}"}
 
 
 def test_the_project_declares_the_inventory_setting_without_a_default():
     project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
     assert project["runtime"]["options"]["virtualenv"] == ".venv"  # what ./dev.sh creates
-    assert "default" not in project["config"]["infra:inventory"]  # each stack file names its own
+    assert "default" not in project["config"]["inventory"]  # each stack file names its own
 
 
 def test_the_preview_workflow_covers_every_stack_with_the_pinned_cli():
