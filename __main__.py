@@ -1,7 +1,5 @@
 """Pulumi program: the stack's inventory is checked first; a spec with errors changes nothing."""
 
-import pulumi
+from infra.stack import declare, stack_inventory
 
-from infra.stack import declare
-
-declare(pulumi.Config("infra").require("inventory"))
+declare(stack_inventory())
