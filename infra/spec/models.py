@@ -133,7 +133,7 @@ class Machine(Strict):
     yearly_discount_percent: float = Field(0, ge=0, lt=100, description="discount on a one-year commitment")
 
     @model_validator(mode="after")
-    def _gpu_fields_go_together(self) -> "Machine":
+    def _gpu_fields_go_together(self) -> Machine:
         if self.gpu_count and not self.gpu_model:
             raise ValueError("gpu_count is set but gpu_model is not; name the card, e.g. gpu_model: A100-80GB")
         if self.gpu_model and not self.gpu_count:
@@ -222,7 +222,7 @@ class StorageClassSpec(Strict):
     parameters: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _fields_match_the_type(self) -> "StorageClassSpec":
+    def _fields_match_the_type(self) -> StorageClassSpec:
         if self.type == "csi":
             if not self.provisioner:
                 raise ValueError("a csi storage class needs provisioner (the CSI driver name, e.g. nfs.csi.k8s.io)")
@@ -232,9 +232,13 @@ class StorageClassSpec(Strict):
                 raise ValueError("pools applies to local storage classes; a csi class is reachable from every node")
         else:
             if self.provisioner:
-                raise ValueError("a local storage class has no provisioner; remove it (kubernetes.io/no-provisioner is implied)")
+                raise ValueError(
+                    "a local storage class has no provisioner; remove it (kubernetes.io/no-provisioner is implied)"
+                )
             if self.capacity is not None:
-                raise ValueError("a local storage class takes its capacity from the pools' local_disks; remove capacity")
+                raise ValueError(
+                    "a local storage class takes its capacity from the pools' local_disks; remove capacity"
+                )
             if not self.pools:
                 raise ValueError("a local storage class needs pools: the pools whose local_disks back it")
         return self
@@ -312,7 +316,7 @@ class GpuSharing(Strict):
     replicas: int | None = Field(None, ge=2, le=64)
 
     @model_validator(mode="after")
-    def _fields_match_the_mode(self) -> "GpuSharing":
+    def _fields_match_the_mode(self) -> GpuSharing:
         mig = self.mode == "mig"
         shared = self.shared
         if mig and not (self.mig_config and self.mig_devices):
@@ -341,6 +345,13 @@ class RdmaNetwork(Strict):
     mtu: int = Field(9000, ge=1280, le=9216)
 
 
+EvictionSignal = Literal["memory.available", "nodefs.available", "imagefs.available"]
+
+
+def _default_eviction() -> dict[EvictionSignal, str]:
+    return {"memory.available": "100Mi"}
+
+
 class PoolVars(Strict):
     """group_vars/<pool>.yml: one node pool, every host in it the same."""
 
@@ -358,8 +369,8 @@ class PoolVars(Strict):
     kube_memory_reserved: Quantity = "256Mi"
     system_cpu_reserved: Quantity = "100m"
     system_memory_reserved: Quantity = "512Mi"
-    eviction_hard: dict[Literal["memory.available", "nodefs.available", "imagefs.available"], Threshold] = Field(
-        default_factory=lambda: {"memory.available": "100Mi"}, description="kubelet evictionHard: quantity or %"
+    eviction_hard: dict[EvictionSignal, Threshold] = Field(
+        default_factory=_default_eviction, description="kubelet evictionHard: quantity or %"
     )
     overcommit: Overcommit = Field(default_factory=Overcommit)
     hugepages: dict[Literal["2Mi", "1Gi"], int] = Field(default_factory=dict, description="pages per host")
@@ -415,7 +426,7 @@ class PoolVars(Strict):
         return sysctls
 
     @model_validator(mode="after")
-    def _gpu_fields_only_on_gpu_pools(self) -> "PoolVars":
+    def _gpu_fields_only_on_gpu_pools(self) -> PoolVars:
         gpu_kind = self.is_gpu
         gpu_fields = {
             "nvidia_driver_version": self.nvidia_driver_version,
