@@ -236,7 +236,7 @@ def test_empty_files_are_reported_by_name(inventory, write):
     (path / "host_vars" / "cpu-9.yml").write_text("")
     problems = problems_of(path)
     assert any(p.endswith("group_vars/cpu.yml: pool_kind: required; see README 'The spec'") for p in problems)
-    assert any("host_vars/cpu-9: host cpu-9 is in no pool" in p for p in problems)
+    assert any("host_vars/cpu-9.yml: host cpu-9 is in no pool" in p for p in problems)
 
 
 @pytest.mark.parametrize("file, key, value, message", [
