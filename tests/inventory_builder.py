@@ -102,3 +102,23 @@ def write_inventory(folder: Path, data: dict) -> Path:
         for name, values in data.get(kind, {}).items():
             (folder / kind / f"{name}.yml").write_text(yaml.safe_dump(values, sort_keys=False))
     return folder
+
+
+def add_control_plane(data: dict, control_plane: dict, etcd: dict | None = None) -> dict:
+    """Add Kubespray's groups beside node_pools: kube_control_plane (and etcd) with these hosts -> vars."""
+    children = data["hosts"]["all"]["children"]
+    children["kube_control_plane"] = {"hosts": control_plane}
+    if etcd is not None:
+        children["etcd"] = {"hosts": etcd}
+    return data
+
+
+def write_text(folder: Path, relative: str, text: str | bytes) -> Path:
+    """Write one file of an inventory folder (any name, any content), creating its folders."""
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path

@@ -136,7 +136,7 @@ class Machine(Strict):
     yearly_discount_percent: float = Field(0, ge=0, lt=100, description="discount on a one-year commitment")
 
     @model_validator(mode="after")
-    def _gpu_fields_go_together(self) -> "Machine":
+    def _gpu_fields_go_together(self) -> Machine:
         if self.gpu_count and not self.gpu_model:
             raise ValueError("gpu_count is set but gpu_model is not; name the card, e.g. gpu_model: A100-80GB")
         if self.gpu_model and not self.gpu_count:
@@ -247,7 +247,7 @@ class StorageClassSpec(Strict):
     parameters: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _fields_match_the_type(self) -> "StorageClassSpec":
+    def _fields_match_the_type(self) -> StorageClassSpec:
         if self.type == "csi":
             if not self.provisioner:
                 raise ValueError("a csi storage class needs provisioner (the CSI driver name, e.g. nfs.csi.k8s.io)")
@@ -257,9 +257,13 @@ class StorageClassSpec(Strict):
                 raise ValueError("pools applies to local storage classes; a csi class is reachable from every node")
         else:
             if self.provisioner:
-                raise ValueError("a local storage class has no provisioner; remove it (kubernetes.io/no-provisioner is implied)")
+                raise ValueError(
+                    "a local storage class has no provisioner; remove it (kubernetes.io/no-provisioner is implied)"
+                )
             if self.capacity is not None:
-                raise ValueError("a local storage class takes its capacity from the pools' local_disks; remove capacity")
+                raise ValueError(
+                    "a local storage class takes its capacity from the pools' local_disks; remove capacity"
+                )
             if not self.pools:
                 raise ValueError("a local storage class needs pools: the pools whose local_disks back it")
         return self
@@ -342,7 +346,7 @@ class GpuSharing(Strict):
     replicas: int | None = Field(None, ge=2, le=64)
 
     @model_validator(mode="after")
-    def _fields_match_the_mode(self) -> "GpuSharing":
+    def _fields_match_the_mode(self) -> GpuSharing:
         mig = self.mode == "mig"
         shared = self.shared
         if mig and not (self.mig_config and self.mig_devices):
@@ -445,7 +449,7 @@ class PoolVars(Strict):
         return sysctls
 
     @model_validator(mode="after")
-    def _gpu_fields_only_on_gpu_pools(self) -> "PoolVars":
+    def _gpu_fields_only_on_gpu_pools(self) -> PoolVars:
         gpu_kind = self.is_gpu
         gpu_fields = {
             "nvidia_driver_version": self.nvidia_driver_version,

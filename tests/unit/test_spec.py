@@ -27,7 +27,9 @@ def test_loads_pools_hosts_and_host_vars(inventory, write):
 
 
 def test_missing_folder_is_one_line(tmp_path):
-    assert problems_of(tmp_path / "nope") == [f"{tmp_path / 'nope'}: no such inventory folder; pass a folder such as inventories/example"]
+    assert problems_of(tmp_path / "nope") == [
+        f"{tmp_path / 'nope'}: no such inventory folder; pass a folder such as inventories/example"
+    ]
 
 
 def test_missing_hosts_file(tmp_path):
@@ -86,7 +88,8 @@ def test_every_problem_is_listed_together(inventory, write):
     ("eviction_hard", {"memory.available": "120%"}, "percentage threshold"),
     ("cuda_version", "twelve", "String should match pattern"),
     ("local_disks", [{"device": "/dev/nvme0n1", "size_gib": 1, "mount": "/mnt/a"},
-                     {"device": "/dev/nvme0n1", "size_gib": 1, "mount": "/mnt/b"}], "device /dev/nvme0n1 listed more than once"),
+                     {"device": "/dev/nvme0n1", "size_gib": 1, "mount": "/mnt/b"}],
+     "device /dev/nvme0n1 listed more than once"),
     ("irq_affinity", {"interfaces": ["a-name-too-long-for-linux"], "cpus": "0"}, "String should match pattern"),
 ])
 def test_pool_values_are_validated(inventory, write, field, value, message):
@@ -221,7 +224,8 @@ def test_a_variable_set_in_two_files_of_a_folder_is_refused(inventory, write):
     ({"all": {"children": {"cpus": {"hosts": {"cpu-1": None}}}}}, "no group node_pools with pool groups"),
     ({"all": {"children": {"node_pools": {"children": {"cpu": {"hosts": {"cpu-[1:x]": None}}}}}}},
      "write numeric [01:16] or letter [a:f] ranges"),
-    ({"all": {"children": {"node_pools": {"children": {"cpu": {"hostz": {"cpu-1": None}}}}}}}, "unknown keys ['hostz']"),
+    ({"all": {"children": {"node_pools": {"children": {"cpu": {"hostz": {"cpu-1": None}}}}}}},
+     "unknown keys ['hostz']"),
 ])
 def test_malformed_hosts_files_are_reported_not_crashed_on(inventory, write, hosts, message):
     inventory["hosts"] = hosts
@@ -236,7 +240,7 @@ def test_empty_files_are_reported_by_name(inventory, write):
     (path / "host_vars" / "cpu-9.yml").write_text("")
     problems = problems_of(path)
     assert any(p.endswith("group_vars/cpu.yml: pool_kind: required; see README 'The spec'") for p in problems)
-    assert any("host_vars/cpu-9: host cpu-9 is in no pool" in p for p in problems)
+    assert any("host_vars/cpu-9.yml: host cpu-9 is in no pool" in p for p in problems)
 
 
 @pytest.mark.parametrize("file, key, value, message", [
