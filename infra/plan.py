@@ -105,7 +105,7 @@ def build_plan(env: Environment) -> dict[str, Any]:
             "yearly_cost": _number(capacity.yearly_cost, 2),
         })
     total = combined(capacities)
-    nodes = len(env.hosts)
+    nodes = len(env.nodes)
     blocks = node_blocks(cluster)
     return {
         "environment": env.name,

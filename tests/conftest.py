@@ -5,10 +5,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from inventory_builder import base_inventory, write_inventory  # noqa: E402
+from inventory_builder import base_inventory, write_inventory
 
-from infra.checks import run_checks  # noqa: E402
-from infra.spec import load_environment  # noqa: E402
+from infra.checks import run_checks
+from infra.spec import load_environment
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from infra.spec import Pool
+
 Severity = Literal["error", "warning"]
 
 
@@ -78,6 +80,11 @@ class Report:
         self.findings.append(Finding(which.code, which.severity, str(file), field, message, fix or which.fix,
                                      self.stage))
         self._broken.update(breaks)
+
+    def at_pool(self, which: Rule, pool: Pool, field: str, message: str, fix: str | None = None,
+                breaks: tuple[str, ...] = ()) -> None:
+        """A finding about a pool variable, in the file that sets it (group_vars/<pool>/ may be split)."""
+        self.add(which, pool.file_of(field), field, message, fix, breaks)
 
     def mark(self, *facts: str) -> None:
         """Mark facts broken by a finding reported elsewhere (e.g. once per machine model, not per pool)."""

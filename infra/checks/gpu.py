@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from infra.capacity import describe_hosts
-from infra.drivers import driver_verdict
 from infra.checks.base import Report, gpu_fact, machine_fact, rule
+from infra.drivers import driver_verdict
 from infra.knowledge import gpu_models, platform
 from infra.mig import placement
 from infra.resolve import Resolved
@@ -111,11 +111,11 @@ def check(view: Resolved, report: Report) -> None:
         gpu_pool = pool.vars.is_gpu
         for machine, hosts in groups.items():
             if gpu_pool and not machine.gpu_count:
-                report.add(GPU_NO_GPUS, pool.source, "machine",
+                report.at_pool(GPU_NO_GPUS, pool, "machine",
                            f"pool {pool.name} ({describe_hosts(hosts)}): machine has no GPUs",
                            breaks=(gpu_fact(pool.name), machine_fact(pool.name)))
             if not gpu_pool and machine.gpu_count:
-                report.add(GPU_IDLE, pool.source, "pool_kind",
+                report.at_pool(GPU_IDLE, pool, "pool_kind",
                            f"{pool.vars.pool_kind} pool {pool.name} runs on machines with "
                            f"{machine.gpu_count} x {machine.gpu_model}")
             _host_per_gpu(pool, machine, hosts, report)
@@ -123,7 +123,7 @@ def check(view: Resolved, report: Report) -> None:
             continue
         models = view.gpu_models(pool)
         if len(models) > 1:
-            report.add(GPU_MIXED_MODELS, pool.source, "machine",
+            report.at_pool(GPU_MIXED_MODELS, pool, "machine",
                        f"pool {pool.name} mixes {', '.join(models)}", breaks=(gpu_fact(pool.name),))
         elif models and not report.broken(gpu_fact(pool.name)):
             _sharing(pool, models[0], report)
@@ -132,7 +132,7 @@ def check(view: Resolved, report: Report) -> None:
         if sharing.mig_config:
             first = layouts.setdefault(sharing.mig_config, (pool, dict(sharing.mig_devices)))
             if first[1] != dict(sharing.mig_devices):
-                report.add(GPU_MIG_CONFIG_CONFLICT, pool.source, "gpu_sharing.mig_config",
+                report.at_pool(GPU_MIG_CONFIG_CONFLICT, pool, "gpu_sharing.mig_config",
                            f"pools {first[0].name} and {pool.name} both name {sharing.mig_config!r}, with layouts "
                            f"{_layout(first[1])} and {_layout(sharing.mig_devices)}",
                            breaks=(gpu_fact(pool.name), gpu_fact(first[0].name)))
@@ -146,29 +146,29 @@ def _sharing(pool: Pool, model: str, report: Report) -> None:
     sharing = pool.vars.sharing
     broken = (gpu_fact(pool.name),)
     if pool.vars.pool_kind == "gpu_bigmem" and sharing.mode != "exclusive":
-        report.add(GPU_BIGMEM_SHARED, pool.source, "gpu_sharing.mode",
+        report.at_pool(GPU_BIGMEM_SHARED, pool, "gpu_sharing.mode",
                    f"gpu_bigmem pool {pool.name} shares its cards by {sharing.mode}")
     if sharing.mode == "mps" and sharing.replicas and sharing.replicas > gpu_models()[model].mps_max_clients:
-        report.add(GPU_MPS_REPLICAS, pool.source, "gpu_sharing.replicas",
+        report.at_pool(GPU_MPS_REPLICAS, pool, "gpu_sharing.replicas",
                    f"pool {pool.name}: {sharing.replicas} MPS clients per {model}; the limit is "
                    f"{gpu_models()[model].mps_max_clients}")
     if sharing.mode != "mig":
         return
     geometry = gpu_models()[model].mig
     if geometry is None:
-        report.add(GPU_MIG_UNSUPPORTED, pool.source, "gpu_sharing.mode", f"pool {pool.name}: {model} has no MIG",
+        report.at_pool(GPU_MIG_UNSUPPORTED, pool, "gpu_sharing.mode", f"pool {pool.name}: {model} has no MIG",
                    breaks=broken)
         return
     unknown = [name for name in sharing.mig_devices if name not in geometry.profiles]
     for name in unknown:
-        report.add(GPU_MIG_PROFILE, pool.source, f"gpu_sharing.mig_devices.{name}",
+        report.at_pool(GPU_MIG_PROFILE, pool, f"gpu_sharing.mig_devices.{name}",
                    f"{model} has no profile {name}; it has {', '.join(geometry.profiles)}", breaks=broken)
     if unknown:
         return
     if placement(model, sharing.mig_devices) is None:
         compute = sum(geometry.profiles[name].compute * count for name, count in sharing.mig_devices.items())
         memory = sum(geometry.profiles[name].memory * count for name, count in sharing.mig_devices.items())
-        report.add(GPU_MIG_FIT, pool.source, "gpu_sharing.mig_devices",
+        report.at_pool(GPU_MIG_FIT, pool, "gpu_sharing.mig_devices",
                    f"{_layout(sharing.mig_devices)} has no placement on {model}: {compute}/{geometry.compute_slices} "
                    f"compute slices, {memory}/{geometry.memory_slices} memory slices at fixed start positions",
                    breaks=broken)
@@ -189,7 +189,7 @@ def _drivers(pool: Pool, model: str | None, report: Report) -> None:
              "gpu-unsupported": GPU_DRIVER_UNSUPPORTED}.get(verdict.status)
     if which is not None:
         field = "cuda_version" if verdict.status == "unknown-cuda" else "nvidia_driver_version"
-        report.add(which, pool.source, field, f"pool {pool.name}: {verdict.detail}")
+        report.at_pool(which, pool, field, f"pool {pool.name}: {verdict.detail}")
 
 
 def _host_per_gpu(pool: Pool, machine: Machine, hosts: list[Host], report: Report) -> None:
@@ -198,10 +198,10 @@ def _host_per_gpu(pool: Pool, machine: Machine, hosts: list[Host], report: Repor
         return
     where = f"pool {pool.name} ({describe_hosts(hosts)})"
     if machine.cores < ratio.cores * machine.gpu_count:
-        report.add(HOST_CORES_PER_GPU, pool.source, "machine",
+        report.at_pool(HOST_CORES_PER_GPU, pool, "machine",
                    f"{where}: {machine.cores} cores for {machine.gpu_count} x {machine.gpu_model}; "
                    f"want {ratio.cores * machine.gpu_count}")
     if machine.memory_gib < ratio.memory_gib * machine.gpu_count:
-        report.add(HOST_MEMORY_PER_GPU, pool.source, "machine",
+        report.at_pool(HOST_MEMORY_PER_GPU, pool, "machine",
                    f"{where}: {machine.memory_gib} GiB for {machine.gpu_count} x {machine.gpu_model}; "
                    f"want {ratio.memory_gib * machine.gpu_count}")

@@ -69,7 +69,7 @@ def check(view: Resolved, report: Report) -> None:
         for name, cidr in cluster.reserved_networks.items()
     ]
     networks += [
-        (f"{pool.name}: rdma_network.cidr", pool.vars.rdma_network.cidr, pool.source)
+        (f"{pool.name}: rdma_network.cidr", pool.vars.rdma_network.cidr, pool.file_of("rdma_network"))
         for pool in env.pools.values()
         if pool.vars.rdma_network
     ]
@@ -80,7 +80,7 @@ def check(view: Resolved, report: Report) -> None:
 
     pods_file = env.cluster_source("kube_pods_subnet")
     node_prefix = cluster.kube_network_node_prefix
-    nodes = len(env.hosts)
+    nodes = len(env.nodes)  # pool hosts and control-plane hosts: every kubelet needs a Pod CIDR block
     blocks = node_blocks(cluster)
     if not blocks:
         report.add(NET_POD_CIDR, pods_file, "kube_network_node_prefix",
@@ -102,7 +102,7 @@ def check(view: Resolved, report: Report) -> None:
                    f"{cluster.kubelet_max_pods} pods per node, but a /{node_prefix} holds {per_node} addresses")
     for pool in env.pools.values():
         if pool.vars.kubelet_max_pods and pool.vars.kubelet_max_pods > per_node:
-            report.add(NET_MAX_PODS, pool.source, "kubelet_max_pods",
+            report.at_pool(NET_MAX_PODS, pool, "kubelet_max_pods",
                        f"pool {pool.name}: {pool.vars.kubelet_max_pods} pods per node, "
                        f"but a /{node_prefix} holds {per_node} addresses")
 
@@ -123,7 +123,7 @@ def _host_addresses(view: Resolved, report: Report) -> None:
     cluster = view.env.cluster
     inside = {"kube_pods_subnet": cluster.kube_pods_subnet, "kube_service_addresses": cluster.kube_service_addresses}
     seen: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, str] = {}
-    for host in view.env.hosts:
+    for host in view.env.nodes:
         try:
             address = ipaddress.ip_address(host.address or "")
         except ValueError:

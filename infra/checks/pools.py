@@ -108,25 +108,30 @@ def check(view: Resolved, report: Report) -> None:
         _taints(pool, report)
         _cpu_pinning(pool, report)
         if pool.vars.pool_kind == "memory" and pool.vars.overcommit.memory > 1:
-            report.add(POOL_MEMORY_OVERCOMMIT, pool.source, "overcommit.memory",
+            report.at_pool(POOL_MEMORY_OVERCOMMIT, pool, "overcommit.memory",
                        f"pool {pool.name} allows {pool.vars.overcommit.memory}x memory overcommit")
-        if not pool.vars.is_gpu:
-            for host in pool.hosts:
-                for name in GPU_VARIABLES:
-                    if getattr(host.vars, name):
-                        report.add(HOST_GPU_VARS, host.source(name), f"{host.name}.{name}",
-                                   f"{pool.vars.pool_kind} pool {pool.name}: host {host.name} sets {name}")
         for machine, hosts in view.machine_groups(pool).items():
             _host_resources(view, pool, machine, hosts, report)
+
+
+    for host in view.env.nodes:
+        pool_vars = view.env.pools[host.pool].vars if host.pool else None
+        if pool_vars and pool_vars.is_gpu:
+            continue
+        where = f"{pool_vars.pool_kind} pool {host.pool}" if pool_vars else "control plane"
+        for name in GPU_VARIABLES:
+            if getattr(host.vars, name):
+                report.add(HOST_GPU_VARS, host.source(name), f"{host.name}.{name}",
+                           f"{where}: host {host.name} sets {name}")
 
 
 def _taints(pool: Pool, report: Report) -> None:
     effects = {parse_taint(taint)[2] for taint in pool.vars.node_taints}
     repelled = bool(effects & {"NoSchedule", "NoExecute"})
     if pool.vars.is_gpu and not repelled:
-        report.add(POOL_GPU_TAINT, pool.source, "node_taints", f"GPU pool {pool.name} has no NoSchedule taint")
+        report.at_pool(POOL_GPU_TAINT, pool, "node_taints", f"GPU pool {pool.name} has no NoSchedule taint")
     if pool.vars.pool_kind == "memory" and not repelled:
-        report.add(POOL_MEMORY_TAINT, pool.source, "node_taints", f"memory pool {pool.name} has no NoSchedule taint")
+        report.at_pool(POOL_MEMORY_TAINT, pool, "node_taints", f"memory pool {pool.name} has no NoSchedule taint")
 
 
 def _cpu_pinning(pool: Pool, report: Report) -> None:
@@ -136,17 +141,17 @@ def _cpu_pinning(pool: Pool, report: Report) -> None:
     if reserved:
         ignored = sorted({"kube_cpu_reserved", "system_cpu_reserved"} & spec.model_fields_set)
         if ignored:
-            report.add(KUBELET_RESERVED_CPUS_IGNORED, pool.source, ignored[0],
+            report.at_pool(KUBELET_RESERVED_CPUS_IGNORED, pool, ignored[0],
                        f"pool {pool.name}: {' and '.join(ignored)} ignored; the kubelet reserves the "
                        f"{len(reserved)} CPUs {spec.kubelet_reserved_system_cpus}")
     if spec.kubelet_cpu_manager_policy != "static":
         return
     reserved_cpu = parse_quantity(spec.kube_cpu_reserved) + parse_quantity(spec.system_cpu_reserved)
     if reserved_cpu == 0 and not reserved:
-        report.add(KUBELET_STATIC_CPU, pool.source, "kubelet_cpu_manager_policy",
+        report.at_pool(KUBELET_STATIC_CPU, pool, "kubelet_cpu_manager_policy",
                    f"pool {pool.name}: static policy with 0 CPU reserved")
     if spec.irq_affinity and not (reserved and parse_cpu_list(spec.irq_affinity.cpus) <= reserved):
-        report.add(IRQ_EXCLUSIVE, pool.source, "irq_affinity.cpus",
+        report.at_pool(IRQ_EXCLUSIVE, pool, "irq_affinity.cpus",
                    f"pool {pool.name}: IRQ CPUs {spec.irq_affinity.cpus} are not all in the reserved set "
                    f"{spec.kubelet_reserved_system_cpus or '(none)'}")
 
@@ -159,11 +164,12 @@ def _host_resources(view: Resolved, pool: Pool, machine: Machine, hosts: list[Ho
     one = host_capacity(cluster, pool, machine)
 
     if one.allocatable_cpu <= 0 or one.allocatable_memory_gib <= 0:
-        report.add(HOST_ALLOCATABLE, pool.source, "kube_cpu_reserved" if one.allocatable_cpu <= 0 else "hugepages",
+        field = "kube_cpu_reserved" if one.allocatable_cpu <= 0 else "hugepages"
+        report.at_pool(HOST_ALLOCATABLE, pool, field,
                    f"{where}: allocatable {one.allocatable_cpu} CPU, {one.allocatable_memory_gib:.1f} GiB "
                    f"of {one.cpus} CPU, {one.memory_gib:.0f} GiB", breaks=(machine_fact(pool.name),))
     elif one.allocatable_memory_gib < one.memory_gib / 10:
-        report.add(HOST_ALLOCATABLE_LOW, pool.source, "hugepages",
+        report.at_pool(HOST_ALLOCATABLE_LOW, pool, "hugepages",
                    f"{where}: {one.allocatable_memory_gib:.1f} GiB of {one.memory_gib:.0f} GiB left for "
                    f"pods after {one.hugepages_gib:.0f} GiB hugepages and reservations")
 
@@ -174,7 +180,7 @@ def _host_resources(view: Resolved, pool: Pool, machine: Machine, hosts: list[Ho
     for field, (cpu_list, which) in cpu_lists.items():
         highest = max(parse_cpu_list(cpu_list)) if cpu_list else -1
         if highest >= machine.cpus:
-            report.add(which, pool.source, field,
+            report.at_pool(which, pool, field,
                        f"{where}: CPU {highest} named, the machine has CPUs 0-{machine.cpus - 1}")
 
     if spec.kubelet_topology_manager_policy == "single-numa-node" and machine.numa_nodes > 1:
@@ -185,7 +191,7 @@ def _host_resources(view: Resolved, pool: Pool, machine: Machine, hosts: list[Ho
 def _numa_fit(view: Resolved, pool: Pool, machine: Machine, where: str, report: Report) -> None:
     """single-numa-node admits a pod only if its CPUs, memory and devices fit one NUMA node."""
     if pool.vars.pool_kind == "gpu_bigmem":
-        report.add(KUBELET_TOPOLOGY_FIT, pool.source, "kubelet_topology_manager_policy",
+        report.at_pool(KUBELET_TOPOLOGY_FIT, pool, "kubelet_topology_manager_policy",
                    f"{where}: whole-machine pods need the CPUs and GPUs of all {machine.numa_nodes} NUMA nodes; "
                    "single-numa-node rejects them")
         return
@@ -199,7 +205,7 @@ def _numa_fit(view: Resolved, pool: Pool, machine: Machine, where: str, report: 
         for resource, limit in tenant.limit_range.max.items():
             if resource in share and parse_quantity(limit) > share[resource]:
                 shown = f"{share[resource] / GIB:.1f}Gi" if resource == "memory" else f"{share[resource]:.1f}"
-                report.add(KUBELET_TOPOLOGY_FIT, pool.source, "kubelet_topology_manager_policy",
+                report.at_pool(KUBELET_TOPOLOGY_FIT, pool, "kubelet_topology_manager_policy",
                            f"{where}: tenant {tenant_name} allows {resource} up to {limit} per container, one "
                            f"of {machine.numa_nodes} NUMA nodes holds {shown}")
 
@@ -208,11 +214,11 @@ def _conntrack(view: Resolved, pool: Pool, machine: Machine, where: str, report:
     table = conntrack(view.env.cluster, pool.vars, machine.cpus)
     if table.kube_proxy_sets_max and table.declared_max is not None and table.declared_max != table.max:
         per_core, minimum = kube_proxy_settings(view.env.cluster)
-        report.add(CONNTRACK_MAX, pool.source, f"sysctls.{MAX_SYSCTL}",
+        report.at_pool(CONNTRACK_MAX, pool, f"sysctls.{MAX_SYSCTL}",
                    f"{where}: kube-proxy sets {table.max} at start (max({minimum}, {per_core} x {machine.cpus} "
                    f"CPUs)); the declared {table.declared_max} never holds")
     divisor = platform().kube_proxy_conntrack.buckets_divisor
     buckets = table.declared_buckets
     if not table.kube_proxy_sets_max and buckets is not None and buckets * divisor < table.max:
-        report.add(CONNTRACK_BUCKETS, pool.source, f"sysctls.{BUCKETS_SYSCTL}",
+        report.at_pool(CONNTRACK_BUCKETS, pool, f"sysctls.{BUCKETS_SYSCTL}",
                    f"{where}: {buckets} buckets for {table.max} entries; want at least {table.max // divisor}")

@@ -74,7 +74,7 @@ def check(view: Resolved, report: Report) -> None:
         broken = (machine_fact(pool.name), gpu_fact(pool.name))
         if pool.vars.machine not in cluster.machines:
             report.add(
-                REF_MACHINE, pool.source, "machine",
+                REF_MACHINE, pool.file_of("machine"), "machine",
                 f"pool {pool.name}: machine {pool.vars.machine!r} is not defined; "
                 f"defined: {', '.join(sorted(cluster.machines))}", breaks=broken,
             )
@@ -82,11 +82,13 @@ def check(view: Resolved, report: Report) -> None:
             if host.vars.machine and host.vars.machine not in cluster.machines:
                 report.add(REF_MACHINE, host.source("machine"), f"{host.name}.machine",
                            f"machine {host.vars.machine!r} is not defined", breaks=broken)
-            if cluster.zones and host.vars.zone and host.vars.zone not in cluster.zones:
-                report.add(REF_ZONE, host.source("zone"), f"{host.name}.zone",
-                           f"zone {host.vars.zone!r} is not one of {', '.join(cluster.zones)}")
         if any(r.machine_name in unknown_gpu_machines for r in view.of_pool(pool)):
             report.mark(*broken)  # reported once, at the machine model
+
+    for host in env.nodes:
+        if cluster.zones and host.vars.zone and host.vars.zone not in cluster.zones:
+            report.add(REF_ZONE, host.source("zone"), f"{host.name}.zone",
+                       f"zone {host.vars.zone!r} is not one of {', '.join(cluster.zones)}")
 
     priority_file = env.cluster_source("priority_classes")
     for name in cluster.priority_classes:

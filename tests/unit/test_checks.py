@@ -8,7 +8,8 @@ at the boundary where there is one) must not. A rule without a case here fails
 from __future__ import annotations
 
 import pytest
-from inventory_builder import base_inventory, pools_of
+import yaml
+from inventory_builder import add_control_plane, base_inventory, pools_of, write_text
 
 from infra.checks import RULES
 
@@ -97,6 +98,13 @@ def add_host(pool_name, host_name, **host_vars):
     return mutate
 
 
+def control_plane(count, **host_vars):
+    def mutate(data):
+        add_control_plane(data, {f"cp-{i}": {"zone": "a", **host_vars} for i in range(1, count + 1)})
+
+    return mutate
+
+
 def priority_class(name):
     def mutate(data):
         cluster(data)["priority_classes"][name] = {"value": 5}
@@ -131,6 +139,7 @@ CASES = [
     # /21 with /24 per node: 8 blocks; the base has 5 nodes
     ("NET-POD-CIDR", add_cpu_hosts(4), add_cpu_hosts(3)),
     ("NET-POD-CIDR", set_in("all.kube_network_node_prefix", 20), set_in("all.kube_network_node_prefix", 25)),
+    ("NET-POD-CIDR", control_plane(4), control_plane(3)),  # control-plane kubelets need blocks too
     ("NET-POD-CIDR-HEADROOM", add_cpu_hosts(2), add_cpu_hosts(1)),
     ("NET-MAX-PODS", set_in("all.kubelet_max_pods", 255), set_in("all.kubelet_max_pods", 254)),
     ("NET-MAX-PODS", set_in("cpu.kubelet_max_pods", 300), set_in("cpu.kubelet_max_pods", 254)),
@@ -144,6 +153,7 @@ CASES = [
      host_var("cpu", "cpu-1", "ansible_host", "10.96.16.1")),
     ("NET-HOST-DUPLICATE", host_var("cpu", "cpu-1", "ansible_host", "192.0.2.10"),
      host_var("cpu", "cpu-1", "ansible_host", "192.0.2.11")),
+    ("NET-HOST-DUPLICATE", control_plane(1, ansible_host="192.0.2.10"), control_plane(1, ansible_host="192.0.2.9")),
     ("POOL-GPU-TAINT", set_in("gpu.node_taints", ["nvidia.com/gpu=present:PreferNoSchedule"]),
      set_in("gpu.node_taints", ["nvidia.com/gpu=present:NoExecute"])),
     ("POOL-GPU-TAINT", delete("t4.node_taints"), set_in("t4.node_taints", ["gpu:NoSchedule"])),
@@ -158,6 +168,7 @@ CASES = [
     ("HOST-GPU-VARS", host_var("cpu", "cpu-1", "nvidia_driver_version", "550.127.08"),
      host_var("gpu", "gpu-1", "nvidia_driver_version", "550.127.08")),
     ("HOST-GPU-VARS", host_var("mem", "mem-1", "cuda_version", "12.4"), host_var("t4", "t4-1", "cuda_version", "12.2")),
+    ("HOST-GPU-VARS", control_plane(1, cuda_version="12.4"), control_plane(1, zone="b")),
     ("KUBELET-STATIC-CPU",
      both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kube_cpu_reserved", 0),
           set_in("cpu.system_cpu_reserved", "0")),
@@ -336,6 +347,22 @@ def test_findings_name_the_file_that_holds_the_problem(inventory, findings):
     assert by_code["POOL-GPU-TAINT"].field == "node_taints"
     assert by_code["GPU-DRIVER-DRIFT"].file.endswith("hosts.yml")
     assert by_code["GPU-DRIVER-DRIFT"].field == "gpu-1.nvidia_driver_version"
+
+
+def test_a_pool_finding_names_the_file_of_a_split_group_vars_folder(inventory, write):
+    """group_vars/<pool>/ may split a pool's variables over several files: name the one that holds the field."""
+    from infra.checks import run_checks
+    from infra.spec import load_environment
+
+    gpu = inventory["group_vars"].pop("gpu")
+    gpu["node_taints"] = ["nvidia.com/gpu=present:PreferNoSchedule"]
+    taints = {"node_taints": gpu.pop("node_taints")}
+    path = write(inventory)
+    write_text(path, "group_vars/gpu/main.yml", yaml.safe_dump(gpu))
+    write_text(path, "group_vars/gpu/taints.yml", yaml.safe_dump(taints))
+    [finding] = run_checks(load_environment(path))
+    assert (finding.code, finding.field) == ("POOL-GPU-TAINT", "node_taints")
+    assert finding.file.endswith("group_vars/gpu/taints.yml")
 
 
 def test_a_host_finding_names_the_host_vars_file_that_sets_the_value(inventory, findings):
