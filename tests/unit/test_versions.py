@@ -4,6 +4,7 @@ nothing that floats."""
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,7 +17,10 @@ from infra.knowledge import (
     Component,
     Image,
     KubernetesSupport,
+    ValueKey,
+    chart_values,
     platform,
+    validate_chart_values,
     validate_versions,
     versions,
 )
@@ -66,7 +70,7 @@ def test_image_references_round_trip() -> None:
 
 
 def test_nothing_says_latest_or_names_a_branch() -> None:
-    for name in ("versions.yml",):
+    for name in ("versions.yml", "chart_values.yml"):
         assert not re.search(r"latest", (HERE / name).read_text(encoding="utf-8"), re.IGNORECASE), name
     for component in versions().values():
         for image in component.images.values():
@@ -88,6 +92,13 @@ def test_images_follow_the_charts_own_tag_rules() -> None:
     assert pinned["nvidia-device-plugin"].images["device-plugin"].tag == "v" + pinned["nvidia-device-plugin"].app_version
     assert pinned["descheduler"].images["descheduler"].tag == "v" + pinned["descheduler"].app_version
     assert pinned["local-static-provisioner"].images["provisioner"].tag == "v" + pinned["local-static-provisioner"].app_version
+    # charts whose values.yaml carries the tag: the pin matches the chart's default
+    keys = chart_values()
+    assert pinned["dcgm-exporter"].images["dcgm-exporter"].tag == keys.dcgm_exporter.keys["image.tag"].default
+    assert all(
+        image.tag == keys.volcano.keys["basic.image_tag_version"].default for image in pinned["volcano"].images.values()
+    )
+    assert pinned["calico"].images["tigera-operator"].tag == keys.calico.keys["tigeraOperator.version"].default
 
 
 def test_nothing_pinned_is_stated_unsupported_on_the_targeted_kubernetes_range() -> None:
@@ -191,3 +202,111 @@ def test_components_are_frozen() -> None:
     assert isinstance(component, Component)
     with pytest.raises(ValidationError):
         component.app_version = "1.16.0"  # type: ignore[misc]
+
+
+# --- chart values ---
+
+def test_chart_values_cover_every_pinned_component() -> None:
+    covered = {name.replace("_", "-") for name in type(chart_values()).model_fields}
+    assert covered <= set(versions())
+    # Calico's CRD chart is applied as it is (helm template | kubectl apply --server-side): no values.
+    assert set(versions()) - covered == {"calico-crds"}
+
+
+def test_chart_values_for_an_unpinned_component_are_refused() -> None:
+    data = copy.deepcopy(raw("chart_values.yml"))
+    data["kube-ovn"] = {"keys": {}}
+    with pytest.raises(ValueError):
+        validate_chart_values(data, versions())
+
+
+@pytest.mark.parametrize("section, key, field, value", [
+    ("dcgm-exporter", "service.port", "default", "9400"),
+    ("dcgm-exporter", "service.enable", "type", "boolean"),
+    ("cilium", "cni.exclusive", "default", "false"),
+    ("volcano", "custom.scheduler_name", "default", 1),
+])
+def test_a_value_key_whose_default_does_not_fit_its_type_fails(section: str, key: str, field: str, value: object) -> None:
+    data = copy.deepcopy(raw("chart_values.yml"))
+    data[section]["keys"][key][field] = value
+    with pytest.raises(ValidationError):
+        validate_chart_values(data, versions())
+
+
+def test_value_key_bool_is_not_an_int() -> None:
+    with pytest.raises(ValidationError):
+        ValueKey.model_validate({"type": "int", "default": True})
+    assert ValueKey.model_validate({"type": "string|null", "default": None}).default is None
+
+
+def test_value_paths_are_dotted_names() -> None:
+    data = copy.deepcopy(raw("chart_values.yml"))
+    data["cilium"]["keys"]["ipam operator"] = {"type": "map"}
+    with pytest.raises(ValidationError):
+        validate_chart_values(data, versions())
+
+
+def test_device_plugin_facts() -> None:
+    facts = chart_values().nvidia_device_plugin
+    assert facts.node_config_label == "nvidia.com/device-plugin.config"
+    assert facts.config_version == "v1"
+    assert facts.mig_strategies == ("none", "single", "mixed")
+    assert facts.mig_resource("1g.5gb") == "nvidia.com/mig-1g.5gb"
+    assert facts.mig_resource("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+    assert facts.shared_resource("nvidia.com/gpu") == "nvidia.com/gpu.shared"
+    assert facts.shared_resource(facts.mig_resource("3g.40gb")) == "nvidia.com/mig-3g.40gb.shared"
+    # the global migStrategy value overrides every per-pool config, so it must stay unset
+    assert facts.keys["migStrategy"].default is None
+    assert set(facts.config_examples) == {"exclusive", "mig-mixed", "time-slicing", "mps"}
+
+
+@pytest.mark.parametrize("example, change", [
+    ("time-slicing", lambda c: c["sharing"]["timeSlicing"]["resources"][0].update(replicas=1)),
+    ("mps", lambda c: c["sharing"].update(timeSlicing=c["sharing"]["mps"])),
+    ("exclusive", lambda c: c.update(version="v2")),
+    ("mig-mixed", lambda c: c["flags"].update(migStrategy="both")),
+])
+def test_device_plugin_config_examples_are_checked(example: str, change: Callable[[dict[str, Any]], object]) -> None:
+    data = copy.deepcopy(raw("chart_values.yml"))
+    config = yaml.safe_load(data["nvidia-device-plugin"]["config_examples"][example])
+    change(config)
+    data["nvidia-device-plugin"]["config_examples"][example] = yaml.safe_dump(config)
+    with pytest.raises(ValidationError):
+        validate_chart_values(data, versions())
+
+
+def test_volcano_default_conf_enables_the_plugins_the_cluster_layer_relies_on() -> None:
+    facts = chart_values().volcano
+    assert facts.scheduler_name == "volcano"
+    assert {"gang", "priority", "proportion", "predicates"} <= facts.conf_plugins(facts.default_scheduler_conf)
+    data = copy.deepcopy(raw("chart_values.yml"))
+    data["volcano"]["default_scheduler_conf"] = "actions: allocate\ntiers:\n- plugins:\n  - name: gang\n"
+    with pytest.raises(ValidationError):
+        validate_chart_values(data, versions())
+
+
+def test_descheduler_policy_shape() -> None:
+    policy = chart_values().descheduler.policy
+    assert policy.api_version == "descheduler/v1alpha2"
+    assert "nodeSelector" in policy.top_level
+    assert policy.plugins["LowNodeUtilization"].extension_points == ("balance",)
+    assert {"thresholds", "targetThresholds"} <= set(policy.plugins["LowNodeUtilization"].args)
+    assert policy.plugins["RemovePodsViolatingNodeTaints"].extension_points == ("deschedule",)
+    assert "nodeAffinityType" in policy.plugins["RemovePodsViolatingNodeAffinity"].args
+    data = copy.deepcopy(raw("chart_values.yml"))
+    data["descheduler"]["policy"]["plugins"]["LowNodeUtilization"]["extension_points"] = ["rebalance"]
+    with pytest.raises(ValidationError):
+        validate_chart_values(data, versions())
+
+
+def test_network_and_storage_facts() -> None:
+    values = chart_values()
+    assert values.cilium.keys["cni.exclusive"].default is True  # the chart default the Multus setup must flip
+    assert {"ipam.mode", "ipam.operator.clusterPoolIPv4PodCIDRList", "ipam.operator.clusterPoolIPv4MaskSize",
+            "kubeProxyReplacement"} <= set(values.cilium.keys)
+    assert {"cidr", "blockSize", "encapsulation"} <= set(values.calico.ip_pool.fields)
+    assert values.rdma_shared_device_plugin.resource("hca_shared_devices_a") == "rdma/hca_shared_devices_a"
+    assert values.local_static_provisioner.storage_class.provisioner == "kubernetes.io/no-provisioner"
+    assert values.csi_driver_nfs.supports_snapshots
+    assert not values.local_static_provisioner.supports_snapshots
+    assert values.multus.nad_api_version == "k8s.cni.cncf.io/v1"
