@@ -134,3 +134,11 @@ def test_kube_proxy_raises_a_low_hash_size_and_honours_its_own_settings(inventor
     inventory["group_vars"]["cpu"]["sysctls"] = {"net.netfilter.nf_conntrack_buckets": 1000}
     cpu = by_name(plan())["cpu"]["kubelet"]
     assert (cpu["conntrack_max"], cpu["conntrack_buckets"]) == (200000, 50000)  # max(200000, 8192 x 16)
+
+
+def test_control_plane_kubelets_take_pod_cidr_blocks(inventory, plan):
+    from inventory_builder import add_control_plane
+
+    add_control_plane(inventory, {"cp-1": {"zone": "a"}, "cp-2": {"zone": "b"}, "gpu-1": {}}, etcd={"etcd-1": {}})
+    network = plan(inventory)["network"]
+    assert network["nodes"] == 5 + 2  # gpu-1 is already a pool node; the etcd-only host runs no kubelet

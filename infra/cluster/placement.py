@@ -1,0 +1,51 @@
+"""Where the system DaemonSets run, and the tolerations they need: computed from the pools, never hand-written.
+
+A DaemonSet tolerates exactly the taints of the pools it must run on, and is kept off the others by a
+node affinity on the pool label: the device plugin reaches every GPU pool and nothing else, the CNI
+every node. A new tainted pool therefore never silently loses its CNI, and a GPU taint never lets
+an unrelated agent in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from infra.cluster.nodes import POOL_LABEL, pool_taints
+from infra.cluster.objects import Obj
+from infra.spec import Environment, Pool
+
+CONTROL_PLANE_TOLERATION: Obj = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+                                 "effect": "NoSchedule"}
+
+
+def tolerations(pools: Iterable[Pool]) -> list[Obj]:
+    """One toleration per distinct (key, effect) among the pools' taints, any value."""
+    seen: dict[tuple[str, str], Obj] = {}
+    for pool in pools:
+        for taint in pool_taints(pool):
+            seen.setdefault((taint["key"], taint["effect"]), {"key": taint["key"], "operator": "Exists",
+                                                              "effect": taint["effect"]})
+    return [seen[k] for k in sorted(seen)]
+
+
+def pool_affinity(pools: Iterable[Pool]) -> Obj:
+    """A required node affinity onto the hosts of these pools."""
+    names = sorted(pool.name for pool in pools)
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": names}]}]}}}
+
+
+def on_pools(pools: Iterable[Pool]) -> Obj:
+    """Pod-spec fields that place a DaemonSet on exactly these pools: affinity and tolerations."""
+    chosen = list(pools)
+    return {"affinity": pool_affinity(chosen), "tolerations": tolerations(chosen)}
+
+
+def everywhere(env: Environment) -> Obj:
+    """Pod-spec fields for an agent every node needs (CNI, Multus, CSI node plugin): all pools' taints
+    and the control plane's, no affinity."""
+    return {"tolerations": [*tolerations(env.pools.values()), CONTROL_PLANE_TOLERATION]}
+
+
+def gpu_pools(env: Environment) -> list[Pool]:
+    return [pool for pool in env.pools.values() if pool.vars.is_gpu]
