@@ -109,23 +109,26 @@ def combined(capacities: Iterable[PoolCapacity]) -> PoolCapacity:
 
 
 def pool_capacity(view: Resolved, pool: Pool) -> PoolCapacity:
-    """The pool's totals over its hosts whose machine model is known."""
+    """The pool's totals over its hosts whose machine model is known (computed once per kind of host)."""
     cluster = view.env.cluster
+    kinds = Counter((r.machine_name, r.machine) for r in view.of_pool(pool) if r.machine is not None)
     shares = []
-    for resolved in view.of_pool(pool):
-        if resolved.machine is None:
-            continue
-        one = host_capacity(cluster, pool, resolved.machine)
-        priced = cluster.machines[resolved.machine_name]  # the price stays with the machine model
+    for (name, machine), count in kinds.items():
+        assert machine is not None
+        one = host_capacity(cluster, pool, machine)
+        priced = cluster.machines[name]  # the price stays with the machine model
         monthly = Decimal(str(priced.monthly_price))
         shares.append(PoolCapacity(
-            hosts=1, cpus=one.cpus, cores=one.cores, memory_gib=one.memory_gib, hugepages_gib=one.hugepages_gib,
+            hosts=count, cpus=one.cpus * count, cores=one.cores * count, memory_gib=one.memory_gib * count,
+            hugepages_gib=one.hugepages_gib * count,
             # a negative allocatable (an error finding) counts as none
-            allocatable_cpu=max(one.allocatable_cpu, Decimal(0)),
-            allocatable_memory_gib=max(one.allocatable_memory_gib, Decimal(0)),
-            pods=one.max_pods, gpus=one.gpus, gpu_resources=Counter(one.gpu_resources),
-            hugepages=Counter(one.hugepages), monthly_cost=monthly,
-            yearly_cost=monthly * 12 * (1 - Decimal(str(priced.yearly_discount_percent)) / 100),
+            allocatable_cpu=max(one.allocatable_cpu, Decimal(0)) * count,
+            allocatable_memory_gib=max(one.allocatable_memory_gib, Decimal(0)) * count,
+            pods=one.max_pods * count, gpus=one.gpus * count,
+            gpu_resources=Counter({k: v * count for k, v in one.gpu_resources.items()}),
+            hugepages=Counter({k: v * count for k, v in one.hugepages.items()}),
+            monthly_cost=monthly * count,
+            yearly_cost=monthly * 12 * (1 - Decimal(str(priced.yearly_discount_percent)) / 100) * count,
         ))
     return combined(shares)
 
