@@ -252,6 +252,8 @@ class _Schemas:
                 out[key] = {name: self._inline(sub) for name, sub in value.items()}
             elif key in ("items", "additionalProperties") and isinstance(value, Mapping):
                 out[key] = self._inline(value)
+            elif key == "oneOf" and (types := _disjoint_types(value)) is not None and "type" not in schema:
+                out["type"] = types
             elif key in ("allOf", "anyOf", "oneOf"):
                 out[key] = [self._inline(sub) for sub in value]
             else:
@@ -348,6 +350,22 @@ class _Schemas:
         return _Plan((), properties, additional_plan, items_plan)
 
 
+def _disjoint_types(branches: list[Any]) -> list[str] | None:
+    """Quantity and IntOrString are oneOf [{type: [string, null]}, {type: [number, null]}]: exactly one
+    branch matches a string or a number, and null matches both (so none). That is {type: [string, number]},
+    which validates without building an error for the branch that fails: the same verdict, faster.
+    None when the branches are anything else, or their types overlap other than exactly (number, integer)."""
+    counts: dict[str, int] = {}
+    for branch in branches:
+        if not isinstance(branch, Mapping) or set(branch) != {"type"}:
+            return None
+        for value_type in branch["type"] if isinstance(branch["type"], list) else [branch["type"]]:
+            counts[value_type] = counts.get(value_type, 0) + 1
+    if {"number", "integer"} <= counts.keys():
+        return None  # an integer is also a number: the branches would overlap
+    return [value_type for value_type, count in counts.items() if count == 1]
+
+
 def _references(schema: Any) -> Iterator[str]:
     if isinstance(schema, Mapping):
         for key, value in schema.items():
@@ -360,7 +378,7 @@ def _references(schema: Any) -> Iterator[str]:
             yield from _references(item)
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4)  # a minor's definitions take ~15 MiB; a program targets one or two
 def _schemas(minor: tuple[int, int]) -> _Schemas:
     return _Schemas(_schema_folders()[minor], f"{minor[0]}.{minor[1]}")
 
