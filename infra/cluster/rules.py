@@ -303,9 +303,11 @@ NAME_RULES: dict[str, Callable[[str], list[str]]] = {
 def check_name(kind: str, obj: Mapping[str, Any], report: Report) -> None:
     """metadata.name: present, and of the syntax the kind's API requires (a DNS subdomain unless listed)."""
     meta = obj.get("metadata")
-    name = meta.get("name") if isinstance(meta, Mapping) else None
+    meta = meta if isinstance(meta, Mapping) else {}
+    name = meta.get("name")
     if name is None or name == "":
-        report(("metadata", "name"), "a name is required")
+        if not meta.get("generateName"):  # the API server then makes the name
+            report(("metadata", "name"), "a name is required (or metadata.generateName)")
     elif isinstance(name, str):
         for message in NAME_RULES.get(kind, dns1123_subdomain)(name):
             report(("metadata", "name"), f"{name!r}: {message}")

@@ -376,7 +376,7 @@ OWN_CASES = [
     ("RBAC names are path segments", obj_with("ClusterRole", lambda r: r["metadata"].update(name="pools/agent")),
      "metadata.name", "'pools/agent': may not contain '/'"),
     ("a name is required", obj_with("ConfigMap", lambda c: c["metadata"].pop("name")), "metadata.name",
-     "a name is required"),
+     "a name is required (or metadata.generateName)"),
     ("metadata.namespace", obj_with("ConfigMap", lambda c: c["metadata"].update(namespace="GPU_Operator")),
      "metadata.namespace", "'GPU_Operator': a lowercase RFC 1123 label"),
     # enumerations the schemas leave as "a string"
@@ -543,6 +543,11 @@ def test_problems_come_in_object_order_and_any_iterable_will_do():
               node_with(lambda n: n["spec"]["taints"][0].update(effect="NoScheduel"))]
     problems = validate((obj for obj in broken), KUBE)
     assert [p.kind for p in problems] == ["StorageClass", "Node"]
+
+
+def test_generate_name_stands_in_for_a_name():
+    config_map = obj_with("ConfigMap", lambda c: c["metadata"].pop("name") and c["metadata"].update(generateName="mig-"))
+    assert validate([config_map], KUBE) == []
 
 
 def test_something_that_is_not_an_object_is_a_problem():
