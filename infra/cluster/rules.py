@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 from typing import Any, NamedTuple, Protocol
 
 PathPart = str | int
@@ -170,8 +170,8 @@ def parse_quantity(value: object) -> Decimal:
             magnitude = Decimal(number).scaleb(exponent)
         else:
             magnitude = Decimal(number) * _MULTIPLIERS[suffix]
-    except InvalidOperation as error:  # pragma: no cover - the regular expression admits only decimals
-        raise ValueError(f"{value!r} is not a quantity: {_QUANTITY_WORDS}") from error
+    except DecimalException as error:  # an exponent beyond what a decimal holds
+        raise ValueError(f"{value!r} is not a quantity: it is out of range") from error
     return -magnitude if sign == "-" else magnitude
 
 
@@ -321,6 +321,8 @@ def _check_requirement(value: Any, path: Path, report: Report, operators: tuple[
     if not isinstance(value, Mapping):
         return
     key, operator, values = value.get("key"), value.get("operator"), value.get("values") or []
+    if not isinstance(values, list):
+        return  # the schema layer reports the type
     if isinstance(key, str):
         for message in qualified_name(key):
             report((*path, "key"), f"{key!r}: {message}")
@@ -373,11 +375,14 @@ def check_node_spec(value: Any, path: Path, report: Report) -> None:
     taints = value.get("taints") if isinstance(value, Mapping) else None
     if not isinstance(taints, list):
         return
-    seen: set[tuple[Any, Any]] = set()
+    seen: set[tuple[str, str]] = set()
     for index, taint in enumerate(taints):
         if not isinstance(taint, Mapping):
             continue
-        pair = (taint.get("key"), taint.get("effect"))
+        key, effect = taint.get("key"), taint.get("effect")
+        if not isinstance(key, str) or not isinstance(effect, str):
+            continue  # the schema layer reports the type
+        pair = (key, effect)
         if pair in seen:
             report((*path, "taints", index),
                    f"taints must be unique by key and effect: {pair[0]!r} {pair[1]!r} repeats")

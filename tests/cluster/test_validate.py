@@ -7,6 +7,7 @@ the object: the own check is what catches it, so removing the check fails its ca
 
 import copy
 import json
+import random
 
 import jsonschema
 import pytest
@@ -548,6 +549,32 @@ def test_problems_come_in_object_order_and_any_iterable_will_do():
 def test_generate_name_stands_in_for_a_name():
     config_map = obj_with("ConfigMap", lambda c: c["metadata"].pop("name") and c["metadata"].update(generateName="mig-"))
     assert validate([config_map], KUBE) == []
+
+
+ODD_VALUES = [None, 0, -1, 1.5, True, "", "x y", [], {}, [None], {"a": None}, "1e2147483647", [1, "a"], {"key": 1},
+              10**30, "Gt", [[]], [{}], {"": ""}]
+
+
+def test_values_of_any_type_anywhere_yield_problems_not_exceptions():
+    """The own checks meet whatever the schema layer reports; none may crash on it (seeded, 40 per object)."""
+    rng = random.Random(20261202)
+
+    def paths(value, path=()):
+        yield path
+        children = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, child in children:
+            yield from paths(child, (*path, key))
+
+    for base in valid_objects() + crd_definitions():
+        for _ in range(40):
+            obj = copy.deepcopy(base)
+            for _ in range(rng.randint(1, 3)):
+                *parents, last = rng.choice(list(paths(obj))[1:])
+                target = obj
+                for key in parents:
+                    target = target[key]
+                target[last] = copy.deepcopy(rng.choice(ODD_VALUES))
+            assert all(isinstance(p, Problem) for p in validate([obj], KUBE))
 
 
 def test_something_that_is_not_an_object_is_a_problem():
