@@ -271,8 +271,8 @@ class _Schemas:
         """The strict validator of a built-in kind or of one of the project's CRDs; None: no schema."""
         key = (api_version, kind)
         if key not in self._validators:
-            self._validators[key] = self._builtin_validator(api_version, kind) or self._custom_validator(
-                api_version, kind)
+            validator = self._builtin_validator(api_version, kind)
+            self._validators[key] = validator if validator is not None else self._custom_validator(api_version, kind)
         return self._validators[key]
 
     def _builtin_validator(self, api_version: str, kind: str) -> jsonschema.protocols.Validator | None:
