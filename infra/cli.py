@@ -12,10 +12,12 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from infra.checks import RULES, Finding, Rule, has_errors, run_checks
 from infra.plan import build_plan, render_table
+from infra.render import RenderError, render, write
 from infra.spec import Environment, SpecError, load_environment
 
 EXIT_OK, EXIT_ERRORS, EXIT_UNUSABLE = 0, 1, 2
@@ -25,7 +27,8 @@ Plan Kubernetes node pools by workload profile, from one inventory folder.
 
   check INVENTORY   preflight rules; every finding with code, file, field and fix
   plan INVENTORY    capacity and cost per pool (runs check first)
-  run INVENTORY     the main job's stages in order (check, plan), with progress per stage
+  render INVENTORY  every object and Helm release of the cluster layer as YAML, validated offline
+  run INVENTORY     the main job's stages in order (check, plan, render), with progress per stage
   rules             every rule: code, severity, what it guards against, how to fix
 
 check prints its report on stdout (check ... > report.txt); plan prints the plan on stdout and any
@@ -63,6 +66,16 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true",
                       help="print the plan as JSON on stdout (the findings as JSON when there are errors)")
     plan.set_defaults(run=_plan)
+
+    render = commands.add_parser(
+        "render", help="write the cluster layer's objects and Helm releases, validated",
+        description="Check the inventory, build every object and Helm release the Pulumi program declares, "
+                    "validate them offline (OpenAPI schemas of the spec's Kubernetes version, strict; the "
+                    "project's own checks; CRD schemas) and write them as YAML. Nothing is written on errors.")
+    render.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
+    render.add_argument("--out", metavar="DIR", type=Path,
+                        help="output folder, replaced whole (default: build/render/<environment>)")
+    render.set_defaults(run=_render, json=False)
 
     run = commands.add_parser("run", help="run the main job's stages with progress",
                               description="The main job: check, then plan, each stage timed; stops at the "
@@ -145,6 +158,40 @@ def _plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _render_stage(env: Environment, out: Path | None) -> bool:
+    """Render and validate; print per concern what was written, or every problem; True when written."""
+    result = render(env)
+    if result.problems:
+        for problem in result.problems:
+            print(f"INVALID {problem}")
+        print(f"{len(result.problems)} object problem(s); nothing was written")
+        return False
+    target = out or Path("build") / "render" / env.name
+    try:
+        write(result, target)
+    except RenderError as error:
+        print(f"error: {error}")
+        return False
+    for concern in result.concerns:
+        print(f"  {concern.name:11} {len(concern.objects):5} objects  {len(concern.releases)} Helm releases"
+              + (f"  files: {', '.join(sorted(concern.files))}" if concern.files else ""))
+    print(f"{result.objects} objects and {result.releases} Helm releases valid for Kubernetes "
+          f"{env.cluster.kube_version}, written to {target}/")
+    return True
+
+
+def _render(args: argparse.Namespace) -> int:
+    env = _load(args, sys.stdout)
+    if env is None:
+        return EXIT_UNUSABLE
+    findings = run_checks(env)
+    _print_findings(findings, sys.stdout)
+    if has_errors(findings):
+        print(f"{args.inventory}: {_summary(findings)}; fix them before rendering")
+        return EXIT_ERRORS
+    return EXIT_OK if _render_stage(env, args.out) else EXIT_ERRORS
+
+
 def _run(args: argparse.Namespace) -> int:
     """The main job, stage by stage; each later issue adds its stage here."""
     env: Environment | None = None
@@ -165,7 +212,11 @@ def _run(args: argparse.Namespace) -> int:
         print(render_table(build_plan(env)))
         return True
 
-    stages: list[tuple[str, Callable[[], bool]]] = [("check", check), ("plan", plan)]
+    def render_() -> bool:
+        assert env is not None
+        return _render_stage(env, None)
+
+    stages: list[tuple[str, Callable[[], bool]]] = [("check", check), ("plan", plan), ("render", render_)]
     started = time.perf_counter()
     for number, (name, stage) in enumerate(stages, 1):
         print(f"==> [{number}/{len(stages)}] {name} {args.inventory}", flush=True)

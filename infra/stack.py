@@ -1,18 +1,25 @@
 """The Pulumi edge: load the stack's environment, refuse it on errors, declare what follows from it.
 
-Cluster components (node pools, tenancy, GPU sharing, scheduling, networking, storage) are added here
-one per concern; each is built from the same pure functions as `python -m infra`.
+One component per concern of the cluster layer (node pools, tenancy, GPU sharing, scheduling,
+networking, storage), each over the same pure objects `python -m infra render` writes. The
+Kubernetes provider is explicit, from the stack's config (kubeconfig, context): never the ambient one.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from infra.checks import has_errors, run_checks
+from infra.cluster.components import ConcernArgs, ConcernComponent
+from infra.cluster.concerns import build_concerns
 from infra.plan import build_plan
-from infra.spec import SpecError, load_environment
+from infra.resolve import resolve
+from infra.spec import Environment, SpecError, load_environment
 
 INVENTORY_KEY = "inventory"
 """The stack's setting, in the project's namespace: `k8s-node-pools:inventory` in Pulumi.<stack>.yaml."""
@@ -48,8 +55,44 @@ def stack_inventory() -> str:
     return config.require(INVENTORY_KEY)
 
 
-def declare(inventory: str) -> dict[str, Any]:
-    """Check `inventory` and export its plan; raise pulumi.RunError (nothing declared) on any error."""
+@dataclass(frozen=True)
+class ClusterSettings:
+    """How the stack reaches its cluster (Pulumi.<stack>.yaml, project namespace).
+
+    kubeconfig     path of the cluster's kubeconfig file (`~` expanded; relative to the project folder)
+    context        the kubeconfig context; "" for its current context
+    helm_releases  false leaves the Helm releases out (no chart repository reachable, e.g. a test cluster)
+    """
+
+    kubeconfig: str
+    context: str = ""
+    helm_releases: bool = True
+
+
+def stack_settings() -> ClusterSettings:
+    config = pulumi.Config()
+    helm = config.get_bool("helmReleases")
+    return ClusterSettings(kubeconfig=config.require("kubeconfig"), context=config.get("context") or "",
+                           helm_releases=True if helm is None else helm)
+
+
+def declare_cluster(env: Environment, settings: ClusterSettings) -> dict[str, ConcernComponent]:
+    """One component per concern, all through one explicit provider."""
+    provider = k8s.Provider("cluster", kubeconfig=os.path.expanduser(settings.kubeconfig),
+                            context=settings.context or None, enable_server_side_apply=True)
+    components: dict[str, ConcernComponent] = {}
+    for concern in build_concerns(resolve(env)):
+        components[concern.name] = ConcernComponent(concern.name, ConcernArgs(
+            concern=concern, provider=provider, helm_releases=settings.helm_releases,
+            depends_on=tuple(components.values())))
+    pulumi.export("cluster", {name: {"objects": len(c.objects), "releases": sorted(c.releases)}
+                              for name, c in components.items()})
+    return components
+
+
+def declare(inventory: str, settings: ClusterSettings | None = None) -> dict[str, Any]:
+    """Check `inventory`, export its plan and (with settings) declare its cluster; raise pulumi.RunError,
+    declaring nothing, on any error."""
     try:
         env = load_environment(inventory)
     except SpecError as error:
@@ -62,4 +105,6 @@ def declare(inventory: str) -> dict[str, Any]:
         raise pulumi.RunError(f"{inventory}: preflight found errors; run `python -m infra check {inventory}`")
     plan = build_plan(env)
     pulumi.export("plan", plan)
+    if settings is not None:
+        declare_cluster(env, settings)
     return plan

@@ -1,0 +1,111 @@
+"""The Pulumi edge of the cluster layer: one ComponentResource per concern over the pure objects.
+
+A component declares each plain object as the Kubernetes resource of its apiVersion and kind (the type
+token the provider knows, `kubernetes:<group>/<version>:<Kind>`), its Helm releases as pinned
+`helm.v3.Release`s, and parents everything to itself. The objects are the ones `render` writes, so the
+two cannot disagree. Nodes are patched, not created: labels merge key by key, and the atomic taint list
+is the pool's taints plus every live taint whose key the pool does not own (infra/cluster/nodes.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.cluster.nodes import merged_taints
+from infra.cluster.objects import Concern, HelmRelease, Obj
+
+PATCH_FORCE = "pulumi.com/patchForce"
+TYPE_PREFIX = "k8s-node-pools:cluster"
+COMPONENT_TYPES = {
+    "nodes": "NodePools", "tenancy": "Tenancy", "gpu": "GpuSharing", "scheduling": "Scheduling",
+    "networking": "Networking", "storage": "Storage", "crds": "CustomResourceDefinitions",
+}
+
+
+def type_token(api_version: str, kind: str) -> str:
+    """The provider's type token of a kind: core/v1 for the legacy group "v1", group/version otherwise."""
+    group_version = api_version if "/" in api_version else f"core/{api_version}"
+    return f"kubernetes:{group_version}:{kind}"
+
+
+def resource_name(o: Obj) -> str:
+    """A Pulumi resource name unique per type: [namespace/]name."""
+    metadata = o["metadata"]
+    return f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else str(metadata["name"])
+
+
+class KubernetesObject(pulumi.CustomResource):
+    """Any Kubernetes object, given as the plain dict `kubectl apply` would take."""
+
+    def __init__(self, o: Obj, opts: pulumi.ResourceOptions, patch: bool = False) -> None:
+        token = type_token(o["apiVersion"], o["kind"]) + ("Patch" if patch else "")
+        super().__init__(token, resource_name(o), dict(o), opts)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConcernArgs:
+    """What a concern component declares.
+
+    concern        the objects, releases and files of one concern (infra/cluster/<concern>.py)
+    provider       the stack's explicit Kubernetes provider; never the ambient default
+    helm_releases  False leaves the Helm releases out (no chart repository reachable, e.g. a test cluster)
+    depends_on     resources that must exist first (e.g. CustomResourceDefinitions)
+    """
+
+    concern: Concern
+    provider: pulumi.ProviderResource
+    helm_releases: bool = True
+    depends_on: tuple[pulumi.Resource, ...] = ()
+
+
+class ConcernComponent(pulumi.ComponentResource):
+    """One concern of the cluster: its objects, node patches and Helm releases, parented here."""
+
+    objects: dict[str, pulumi.Resource]
+    releases: dict[str, pulumi.Resource]
+
+    def __init__(self, name: str, args: ConcernArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(f"{TYPE_PREFIX}:{COMPONENT_TYPES[args.concern.name]}", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        self.objects = {}
+        for o in args.concern.objects:
+            key = f"{o['kind']}/{resource_name(o)}"
+            self.objects[key] = _node_patch(o, child) if o["kind"] == "Node" else KubernetesObject(o, child)
+        self.releases = {}
+        if args.helm_releases:
+            after = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(self.objects.values())))
+            for release in args.concern.releases:
+                self.releases[release.name] = _release(release, after)
+        self.register_outputs({"objects": len(self.objects), "releases": sorted(self.releases)})
+
+
+def _node_patch(o: Obj, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    """Patch a Node's labels and taints, keeping the live taints of other owners."""
+    name = o["metadata"]["name"]
+    live = k8s.core.v1.Node.get(f"{name}-live", name, opts=pulumi.ResourceOptions(
+        parent=opts.parent, provider=opts.provider))
+    taints = live.spec.apply(lambda spec: merged_taints(o["spec"]["taints"], _taints_of(spec)))
+    metadata = {**o["metadata"], "annotations": {PATCH_FORCE: "true"}}
+    return KubernetesObject({**o, "metadata": metadata, "spec": {"taints": taints}}, opts, patch=True)
+
+
+def _taints_of(spec: Any) -> list[Obj] | None:
+    """The live taints as plain dicts, whatever shape the provider's output has."""
+    taints = spec.get("taints") if isinstance(spec, dict) else getattr(spec, "taints", None)
+    if not taints:
+        return None
+    return [t if isinstance(t, dict) else {"key": t.key, "value": t.value, "effect": t.effect} for t in taints]
+
+
+def _release(release: HelmRelease, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+    chart = release.pinned.chart
+    assert chart is not None
+    return k8s.helm.v3.Release(
+        release.name, name=release.name, chart=chart.name, version=chart.version,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
+        namespace=release.namespace, values=release.values, create_namespace=False, opts=opts,
+    )
