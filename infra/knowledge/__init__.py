@@ -128,6 +128,49 @@ class CudaRelease(_Fact):
         return value
 
 
+_CRON_FIELD = re.compile(r"^[0-9*/,-]+$")
+
+
+def _cron(value: str) -> str:
+    fields = value.split(" ")
+    if len(fields) != 5 or not all(_CRON_FIELD.match(field) for field in fields):
+        raise ValueError(f"{value!r} is not a five-field cron schedule such as */10 * * * *")
+    return value
+
+
+class LowNodeUtilizationDefaults(_Fact):
+    """Descheduler LowNodeUtilization percentages, by resource (cpu, memory, pods)."""
+
+    thresholds: dict[str, int]
+    target_thresholds: dict[str, int]
+
+    @model_validator(mode="after")
+    def _under_below_over(self) -> LowNodeUtilizationDefaults:
+        if set(self.thresholds) != set(self.target_thresholds):
+            raise ValueError("thresholds and target_thresholds must name the same resources")
+        for resource, low in self.thresholds.items():
+            high = self.target_thresholds[resource]
+            if not 0 <= low < high <= 100:
+                raise ValueError(f"{resource}: need 0 <= threshold {low} < target threshold {high} <= 100")
+        return self
+
+
+class DeschedulerDefaults(_Fact):
+    schedule: str = Field(description="CronJob schedule of the job evicting pods that violate pool taints or affinity")
+    balance_schedule: str = Field(description="CronJob schedule of the job rebalancing the CPU pools")
+    low_node_utilization: LowNodeUtilizationDefaults
+
+    @field_validator("schedule", "balance_schedule")
+    @classmethod
+    def _schedules(cls, value: str) -> str:
+        return _cron(value)
+
+
+class SchedulingDefaults(_Fact):
+    volcano_reserved_queues: tuple[str, ...] = Field(description="queues Volcano creates itself")
+    descheduler: DeschedulerDefaults
+
+
 class Platform(_Fact):
     kubernetes: KubernetesRange
     kube_proxy_conntrack: KubeProxyConntrack
@@ -136,6 +179,7 @@ class Platform(_Fact):
     cuda_releases: dict[str, CudaRelease]
     cuda_minor_compat_floor: dict[str, str]
     host_per_gpu: dict[str, HostPerGpu]
+    scheduling: SchedulingDefaults
 
     @model_validator(mode="after")
     def _cuda_table_is_consistent(self) -> Platform:
