@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 
 from infra.cluster.nodes import merged_taints
 from infra.cluster.objects import Concern, HelmRelease, Obj
+from infra.cluster.validate import crd_definitions
 
 PATCH_FORCE = "pulumi.com/patchForce"
 TYPE_PREFIX = "k8s-node-pools:cluster"
@@ -30,6 +31,15 @@ def type_token(api_version: str, kind: str) -> str:
     """The provider's type token of a kind: core/v1 for the legacy group "v1", group/version otherwise."""
     group_version = api_version if "/" in api_version else f"core/{api_version}"
     return f"kubernetes:{group_version}:{kind}"
+
+
+def custom_groups() -> frozenset[str]:
+    """API groups served by CustomResourceDefinitions (Volcano, Multus, snapshots), not by the API server."""
+    return frozenset(crd["spec"]["group"] for crd in crd_definitions())
+
+
+def is_custom(o: Obj) -> bool:
+    return "/" in o["apiVersion"] and o["apiVersion"].split("/")[0] in custom_groups()
 
 
 def resource_name(o: Obj) -> str:
@@ -71,15 +81,22 @@ class ConcernComponent(pulumi.ComponentResource):
     def __init__(self, name: str, args: ConcernArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:{COMPONENT_TYPES[args.concern.name]}", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        builtin = [o for o in args.concern.objects if not is_custom(o)]
+        custom = [o for o in args.concern.objects if is_custom(o)]
         self.objects = {}
-        for o in args.concern.objects:
-            key = f"{o['kind']}/{resource_name(o)}"
-            self.objects[key] = _node_patch(o, child) if o["kind"] == "Node" else KubernetesObject(o, child)
+        for o in builtin:
+            self.objects[f"{o['kind']}/{resource_name(o)}"] = (
+                _node_patch(o, child) if o["kind"] == "Node" else KubernetesObject(o, child))
         self.releases = {}
         if args.helm_releases:
             after = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(self.objects.values())))
             for release in args.concern.releases:
                 self.releases[release.name] = _release(release, after)
+        # Custom resources last: their definitions come with the releases (Volcano's chart installs Queue).
+        last = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+            depends_on=[*self.objects.values(), *self.releases.values()]))
+        for o in custom:
+            self.objects[f"{o['kind']}/{resource_name(o)}"] = KubernetesObject(o, last)
         self.register_outputs({"objects": len(self.objects), "releases": sorted(self.releases)})
 
 

@@ -11,19 +11,40 @@ import pytest
 
 
 class Mocks(pulumi.runtime.Mocks):
+    """Records every resource registered (type, name, inputs) and answers reads of live objects.
+
+    `live` maps "<type token>/<id>" to the state a read (`Node.get`) returns: what the cluster holds."""
+
+    def __init__(self):
+        super().__init__()
+        self.registered: list[pulumi.runtime.MockResourceArgs] = []
+        self.live: dict[str, dict] = {}
+
     def new_resource(self, args):
+        if args.resource_id:  # a read of an existing object
+            return [args.resource_id, self.live.get(f"{args.typ}/{args.resource_id}", {})]
+        self.registered.append(args)
         return [f"{args.name}-id", args.inputs]
 
     def call(self, args):
         return {}
 
 
-pulumi.runtime.set_mocks(Mocks(), project="k8s-node-pools", stack="test", preview=False)
+MOCKS = Mocks()
+pulumi.runtime.set_mocks(MOCKS, project="k8s-node-pools", stack="test", preview=False)
 
 
 def _clean_slate():
     pulumi.runtime.set_all_config({}, [])
     pulumi.runtime.get_root_resource().outputs.clear()
+    MOCKS.registered.clear()
+    MOCKS.live.clear()
+
+
+@pytest.fixture
+def mocks():
+    """The process's mocks: what the program registered, and the live objects reads return."""
+    return MOCKS
 
 
 @pytest.fixture(autouse=True)

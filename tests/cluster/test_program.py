@@ -1,0 +1,282 @@
+"""The Pulumi program under mocks: what it declares for both shipped environments, and the invariants
+that make node pools work. Each invariant is a function returning its violations, tested on the
+program's output (none) and on a deliberately broken declaration (some), so none can pass vacuously."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pulumi
+import pytest
+from inventory_builder import ROOT, SHIPPED
+
+from infra.capacity import pool_capacity
+from infra.cluster import nodes as node_labels
+from infra.cluster.components import resource_name, type_token
+from infra.render import render
+from infra.resolve import resolve
+from infra.spec import Environment, load_environment
+from infra.stack import ClusterSettings, declare
+
+SETTINGS = ClusterSettings(kubeconfig="/nonexistent/kubeconfig-of-the-test-cluster")
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def declared(mocks, path, settings=SETTINGS) -> list:
+    @pulumi.runtime.test
+    def program():
+        declare(str(path), settings)
+
+    program()
+    return list(mocks.registered)
+
+
+def shipped(env_name: str) -> Environment:
+    return load_environment(ROOT / "inventories" / env_name)
+
+
+def of_type(registered, kind: str) -> list:
+    return [r for r in registered if r.typ.rsplit(":", 1)[-1] == kind]
+
+
+def tolerations_in(value: Any) -> Iterator[list]:
+    """Every `tolerations` list anywhere inside a resource's inputs (objects and Helm values alike)."""
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "tolerations" and isinstance(inner, list):
+                yield inner
+            else:
+                yield from tolerations_in(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            yield from tolerations_in(inner)
+
+
+def tolerates(tolerations: list, taint: dict) -> bool:
+    return any(t.get("operator") == "Exists" and not t.get("key") or
+               (t.get("key") == taint["key"] and t.get("effect") in (None, "", taint["effect"]) and
+                (t.get("operator") == "Exists" or t.get("value") == taint.get("value")))
+               for t in tolerations)
+
+
+def tolerated_pools(env: Environment, inputs: dict) -> set[str]:
+    """Pools whose every repelling taint some tolerations list of the resource tolerates."""
+    lists = list(tolerations_in(inputs))
+    found = set()
+    for pool in env.pools.values():
+        taints = [t for t in node_labels.pool_taints(pool) if t["effect"] in ("NoSchedule", "NoExecute")]
+        if taints and any(all(tolerates(ts, taint) for taint in taints) for ts in lists):
+            found.add(pool.name)
+    return found
+
+
+# ------------------------------------------------------------------ invariants
+
+
+def untainted_gpu_nodes(registered) -> list[str]:
+    bad = []
+    for patch in of_type(registered, "NodePatch"):
+        labels = patch.inputs["metadata"]["labels"]
+        if labels.get(node_labels.POOL_KIND_LABEL) in ("gpu", "gpu_bigmem"):
+            effects = {t["effect"] for t in patch.inputs["spec"]["taints"]}
+            if not effects & {"NoSchedule", "NoExecute"}:
+                bad.append(patch.inputs["metadata"]["name"])
+    return bad
+
+
+GPU_AGENTS = {"nvidia-device-plugin", "dcgm-exporter"}
+
+
+def gpu_pools_tolerated_by_others(env: Environment, registered) -> list[str]:
+    """Workloads that tolerate a GPU pool without needing to: only GPU agents, agents of every node (CNI,
+    Multus, CSI node plugin: they tolerate every pool) and agents of a per-pool feature (RDMA, local
+    volumes: exactly those pools) may."""
+    gpu = {p.name for p in env.pools.values() if p.vars.is_gpu}
+    rdma = {p.name for p in env.pools.values() if p.vars.rdma_network}
+    local = {name for c in env.cluster.storage_classes.values() if c.type == "local" for name in c.pools}
+    bad = []
+    for r in registered:
+        if not r.typ.startswith("kubernetes:"):
+            continue
+        pools = tolerated_pools(env, r.inputs)
+        name = r.inputs.get("name") if r.typ == RELEASE else r.name
+        needed = (pools == set(env.pools) or name in GPU_AGENTS and pools <= gpu
+                  or pools <= rdma or pools <= local)
+        if pools & gpu and not needed:
+            bad.append(f"{r.typ} {name} tolerates {sorted(pools & gpu)}")
+    return bad
+
+
+def gpu_pools_missing_their_agents(env: Environment, registered) -> list[str]:
+    gpu = {p.name for p in env.pools.values() if p.vars.is_gpu}
+    bad = []
+    for agent in GPU_AGENTS:
+        [release] = [r for r in of_type(registered, "Release") if r.inputs["name"] == agent] or [None]
+        missing = gpu - (tolerated_pools(env, release.inputs) if release else set())
+        if missing:
+            bad.append(f"{agent} does not tolerate {sorted(missing)}")
+    return bad
+
+
+def tenants_without_quota_or_limits(env: Environment, registered) -> list[str]:
+    bad = []
+    for tenant in env.cluster.tenants:
+        for kind in ("ResourceQuota", "LimitRange"):
+            found = [r for r in of_type(registered, kind) if r.inputs["metadata"].get("namespace") == tenant]
+            if len(found) != 1:
+                bad.append(f"namespace {tenant}: {len(found)} {kind}")
+    return bad
+
+
+def shared_gpus_for_guaranteed_tenants(env: Environment, registered) -> list[str]:
+    bad = []
+    for quota in of_type(registered, "ResourceQuota"):
+        tenant = env.cluster.tenants.get(quota.inputs["metadata"]["namespace"])
+        if tenant and tenant.tier in ("production", "inference"):
+            bad += [f"{quota.name}: {k}" for k in quota.inputs["spec"]["hard"] if k.endswith("gpu.shared")]
+    return bad
+
+
+def unadvertised_resources(env: Environment, registered) -> list[str]:
+    view = resolve(env)
+    bad = []
+    named = [(q.inputs["metadata"]["namespace"], k.removeprefix("requests."))
+             for q in of_type(registered, "ResourceQuota") for k in q.inputs["spec"]["hard"] if "/" in k]
+    named += [(q.inputs["metadata"]["name"], k) for q in of_type(registered, "Queue")
+              for k in q.inputs["spec"].get("capability", {}) if "/" in k]
+    for tenant_name, resource in named:
+        if ".storageclass.storage.k8s.io" in resource:
+            continue
+        advertised = set()
+        for pool in env.cluster.tenants[tenant_name].pools:
+            advertised |= set(pool_capacity(view, env.pools[pool]).gpu_resources)
+        if resource not in advertised:
+            bad.append(f"{tenant_name}: {resource}")
+    return bad
+
+
+def nodes_with_a_wrong_device_plugin_config(env: Environment, registered) -> list[str]:
+    [release] = [r for r in of_type(registered, "Release") if r.inputs["name"] == "nvidia-device-plugin"]
+    configs = release.inputs["values"]["config"]["map"]
+    import yaml
+
+    bad = []
+    for patch in of_type(registered, "NodePatch"):
+        labels = patch.inputs["metadata"]["labels"]
+        pool = env.pools[labels[node_labels.POOL_LABEL]]
+        if not pool.vars.is_gpu:
+            continue
+        config = yaml.safe_load(configs.get(labels.get(node_labels.DEVICE_PLUGIN_CONFIG_LABEL, ""), "null"))
+        sharing = pool.vars.sharing
+        want_strategy = "mixed" if sharing.mode == "mig" else "none"
+        if not config or config["flags"]["migStrategy"] != want_strategy:
+            bad.append(f"{patch.name}: strategy")
+            continue
+        shared = (config.get("sharing") or {})
+        kind = {"time-slicing": "timeSlicing", "mps": "mps"}.get(sharing.mode)
+        if kind and shared.get(kind, {}).get("resources", [{}])[0].get("replicas") != sharing.replicas:
+            bad.append(f"{patch.name}: replicas")
+        if not kind and shared:
+            bad.append(f"{patch.name}: shares a card of a {sharing.mode} pool")
+    return bad
+
+
+# ------------------------------------------------------------------ tests
+
+
+@pytest.mark.parametrize("env_name", SHIPPED)
+def test_the_shipped_environments_hold_every_invariant(mocks, env_name):
+    env = shipped(env_name)
+    registered = declared(mocks, env.path)
+    assert untainted_gpu_nodes(registered) == []
+    assert gpu_pools_tolerated_by_others(env, registered) == []
+    assert gpu_pools_missing_their_agents(env, registered) == []
+    assert tenants_without_quota_or_limits(env, registered) == []
+    assert shared_gpus_for_guaranteed_tenants(env, registered) == []
+    assert unadvertised_resources(env, registered) == []
+    assert nodes_with_a_wrong_device_plugin_config(env, registered) == []
+
+
+def test_render_and_the_program_declare_the_same_set(mocks):
+    env = shipped("example")
+    registered = declared(mocks, env.path)
+    program = {(r.typ, r.name) for r in registered
+               if not r.typ.startswith(("k8s-node-pools:", "pulumi:providers:"))}
+    rendered = render(env)
+    files = {(type_token(o["apiVersion"], o["kind"]) + ("Patch" if o["kind"] == "Node" else ""), resource_name(o))
+             for c in rendered.concerns for o in c.objects}
+    files |= {(RELEASE, r.name) for c in rendered.concerns for r in c.releases}
+    assert program == files
+
+
+def test_every_resource_goes_through_the_stacks_own_provider(mocks):
+    registered = declared(mocks, shipped("sandbox").path)
+    [provider] = [r for r in registered if r.typ == "pulumi:providers:kubernetes"]
+    assert provider.inputs["kubeconfig"] == SETTINGS.kubeconfig
+    resources = [r for r in registered if r.typ.startswith("kubernetes:")]
+    assert resources and all(r.provider and "::cluster::" in r.provider for r in resources)
+
+
+def test_helm_releases_can_be_left_out(mocks):
+    registered = declared(mocks, shipped("example").path, ClusterSettings(kubeconfig="x", helm_releases=False))
+    assert of_type(registered, "Release") == [] and of_type(registered, "NodePatch")
+
+
+def test_a_node_patch_keeps_live_taints_of_other_owners(mocks):
+    mocks.live["kubernetes:core/v1:Node/gpu-a100-01"] = {"spec": {"taints": [
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},  # a cordon: not the pool's
+        {"key": "nvidia.com/gpu", "value": "stale", "effect": "NoSchedule"},  # the pool's key: re-asserted
+    ]}}
+    registered = declared(mocks, shipped("example").path)
+    [patch] = [p for p in of_type(registered, "NodePatch") if p.inputs["metadata"]["name"] == "gpu-a100-01"]
+    assert patch.inputs["spec"]["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+    ]
+    assert patch.inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
+
+
+def test_a_spec_with_errors_declares_nothing(mocks, inventory, write):
+    inventory["group_vars"]["gpu"]["node_taints"] = []
+    with pytest.raises(pulumi.RunError):
+        declared(mocks, write(inventory))
+    assert mocks.registered == []
+
+
+# Each invariant catches its breakage: the same functions on a sabotaged declaration.
+
+
+def _sabotaged(mocks, monkeypatch, target: str, replacement) -> tuple[Environment, list]:
+    monkeypatch.setattr(target, replacement)
+    env = shipped("example")
+    return env, declared(mocks, env.path)
+
+
+def test_an_untainted_gpu_node_is_caught(mocks, monkeypatch):
+    _, registered = _sabotaged(mocks, monkeypatch, "infra.cluster.nodes.pool_taints", lambda pool: [])
+    assert "gpu-a100-01" in untainted_gpu_nodes(registered)
+
+
+def test_a_workload_that_tolerates_gpu_pools_is_caught(mocks):
+    env = shipped("example")
+    registered = declared(mocks, env.path)
+    [volcano] = [r for r in of_type(registered, "Release") if r.inputs["name"] == "volcano"]
+    volcano.inputs["values"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert gpu_pools_tolerated_by_others(env, registered) == [f"{RELEASE} volcano tolerates ['gpu_a100']"]
+
+
+def test_a_missing_quota_is_caught(mocks):
+    env = shipped("example")
+    registered = [r for r in declared(mocks, env.path)
+                  if not (r.typ.endswith(":ResourceQuota") and r.inputs["metadata"]["namespace"] == "batch")]
+    assert tenants_without_quota_or_limits(env, registered) == ["namespace batch: 0 ResourceQuota"]
+
+
+def test_a_wrong_device_plugin_config_is_caught(mocks, monkeypatch):
+    from infra.cluster import gpu
+
+    real = gpu.device_plugin_config
+    env, registered = _sabotaged(mocks, monkeypatch, "infra.cluster.gpu.device_plugin_config",
+                                 lambda pool: {**real(pool), "flags": {"migStrategy": "single"}})
+    assert nodes_with_a_wrong_device_plugin_config(env, registered)
