@@ -405,3 +405,12 @@ def test_the_concern_is_deterministic_with_unique_objects(name):
     assert len(keys) == len(set(keys))
     for o in first.objects:
         assert o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "k8s-node-pools"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("minor", ["1.30", "1.37"])
+def test_built_in_objects_validate_strictly(name, minor):
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for o in networking.build(shipped(name)).objects:
+        if o["kind"] != "NetworkAttachmentDefinition":  # a CRD: validated against Multus's schema by the integrator
+            kubernetes_validate.validate(o, minor, strict=True)

@@ -275,3 +275,12 @@ def test_the_concern_is_deterministic_with_unique_objects(name):
     assert len(keys) == len(set(keys))
     names = [r.name for r in first.releases]
     assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("minor", ["1.30", "1.37"])
+def test_built_in_objects_validate_strictly(name, minor):
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    for o in storage.build(shipped(name)).objects:
+        if o["kind"] != "VolumeSnapshotClass":  # a CRD from external-snapshotter-crds
+            kubernetes_validate.validate(o, minor, strict=True)
