@@ -610,11 +610,15 @@ class MultusValues(_ComponentValues):
     pod_networks_annotation: str
     nad_resource_name_annotation: str
     daemon_config: dict[str, Any]
+    conf_dir: str = Field(description="where a NAD without spec finds its CNI config, by the config's name")
+    daemon_resources: dict[str, dict[str, str]] = Field(description="the upstream DaemonSet's container resources")
 
 
 class RdmaSharedDevicePluginValues(_ComponentValues):
     config_map: str
     config_key: str
+    config_path: str = Field(description="where the plugin reads its config file")
+    resource_name_pattern: str = Field(description="what a configList resourceName must match")
     default_resource_prefix: str
     config_fields: tuple[str, ...]
     resource_fields: tuple[str, ...]
@@ -679,3 +683,36 @@ def versions() -> dict[str, Component]:
 def chart_values() -> ChartValues:
     """The chart values keys and formats the cluster layer sets, per component."""
     return validate_chart_values(_load("chart_values.yml"), versions())
+
+
+# --- CSI drivers (csi_drivers.yml): which pinned component deploys a driver, and whether it snapshots ---
+
+_CSI_DRIVER_NAME = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$")
+
+
+class CsiDriver(_Fact):
+    component: str | None = Field(description="the versions.yml component that deploys the driver; None if external")
+    snapshots: bool = Field(description="the controller implements CREATE_DELETE_SNAPSHOT")
+    source: str
+
+
+def validate_csi_drivers(raw: object, components: Mapping[str, Component]) -> dict[str, CsiDriver]:
+    """Validate the parsed csi_drivers.yml: driver names as CSI names them, components that versions.yml pins."""
+    if not isinstance(raw, dict):
+        raise ValueError("csi_drivers.yml must map CSI driver names to entries")
+    drivers: dict[str, CsiDriver] = {}
+    for name, entry in raw.items():
+        if not _CSI_DRIVER_NAME.match(str(name)) or len(str(name)) > 63:
+            raise ValueError(f"{name!r} is not a CSI driver name (a DNS-1123 subdomain of at most 63 characters)")
+        driver = CsiDriver.model_validate(entry)
+        if driver.component is not None and driver.component not in components:
+            raise ValueError(f"CSI driver {name}: component {driver.component!r} is not pinned in versions.yml")
+        _no_branch(_https(driver.source, "source"), "source")
+        drivers[str(name)] = driver
+    return drivers
+
+
+@cache
+def csi_drivers() -> dict[str, CsiDriver]:
+    """Known CSI drivers by driver name (a StorageClass's provisioner)."""
+    return validate_csi_drivers(_load("csi_drivers.yml"), versions())

@@ -1,0 +1,481 @@
+"""Pod networking: the CNI the spec names, Multus for secondary networks, and each GPU pool's RDMA network.
+
+- The CNI is a pinned Helm release, Cilium or Calico as `kube_network_plugin` says, carving the spec's
+  Pod CIDR (`kube_pods_subnet`) into per-node blocks of `kube_network_node_prefix`. Cilium runs with
+  cni.exclusive false: by default it renames every other CNI config in /etc/cni/net.d, Multus's
+  00-multus.conf included, and pods lose their secondary networks.
+- Multus (thick plugin) has no chart, so its objects are rendered here after the upstream manifest,
+  with the pinned image and a memory limit far above upstream's 50Mi: delegate plugins run in the
+  daemon's cgroup and its memory grows with parallel CNI requests, so under pod churn the upstream
+  limit gets it OOM-killed and pods on the node stop starting.
+- A GPU pool with `rdma_network` gets a NetworkAttachmentDefinition `rdma-<pool>` in the namespace of
+  every tenant using the pool: macvlan on the pool's RoCE interface (the RDMA shared device plugin
+  hands the HCA to many pods at once; host-device would move the interface into one pod). Addresses
+  come from host-local, which allocates per node without coordination, so each node gets its own
+  slice of the fabric's CIDR and its own CNI config file (Multus resolves a NAD without spec from the
+  node's /etc/cni/multus/net.d): no address is handed out twice, across nodes, namespaces or pools
+  sharing a fabric, and nothing unpinned (such as whereabouts) is needed.
+- The RDMA shared device plugin advertises the HCA as rdma/<pool> on the pool's nodes, at most as many
+  pods per node as the node's address slice holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from infra.cluster.objects import SYSTEM_NAMESPACE, Concern, HelmRelease, Obj, obj
+from infra.cluster.placement import everywhere, on_pools
+from infra.knowledge import ValueKey, chart_values, versions
+from infra.resolve import Resolved
+from infra.spec import Environment, Pool
+
+# The CNI releases, in the namespaces upstream installs them to: the cilium CLI and Hubble look in
+# kube-system; the tigera-operator chart's README installs into tigera-operator (the chart does not
+# create it, so this concern does).
+CILIUM_NAMESPACE = "kube-system"
+CALICO_NAMESPACE = "tigera-operator"
+
+# Cilium IPAM: the operator carves per-node CIDRs from the spec's Pod CIDR, so kube_network_node_prefix
+# is what every node gets (the kubelet's podCIDR is not used by cluster-pool).
+CILIUM_IPAM_MODE = "cluster-pool"
+# Calico's pod network: VXLAN (UDP) crosses routers and firewalls that drop IP-in-IP, and CrossSubnet
+# leaves traffic between nodes of one subnet unencapsulated. Cilium's default routing is VXLAN too.
+CALICO_POOL_NAME = "default-ipv4-ippool"
+CALICO_ENCAPSULATION = "VXLANCrossSubnet"
+CALICO_NAT_OUTGOING = "Enabled"
+
+# Multus thick daemon resources. Requests above its observed idle use (~53Mi) so the scheduler
+# reserves what it really takes; a memory limit ten times upstream's 50Mi for bursts of parallel CNI
+# requests with their delegate plugins; no CPU limit, which throttles CNI ADDs under churn until the
+# kubelet times out sandbox creation.
+MULTUS_RESOURCES: Obj = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
+MULTUS_NAME = "multus"
+MULTUS_DAEMONSET = "kube-multus-ds"
+MULTUS_DAEMON_CONFIG = "multus-daemon-config"
+RDMA_NETWORKS_CONFIG = "multus-rdma-networks"
+RDMA_FILE_PREFIX = "k8s-node-pools-"  # the files this concern owns in the node's Multus conf dir
+CONFIG_HASH_ANNOTATION = "k8s-node-pools.io/config-sha256"  # rolls a DaemonSet when its config changes
+NODE_CRITICAL = "system-node-critical"
+
+# The RDMA network: macvlan in bridge mode, so pods on one node reach each other through the NIC's
+# embedded switch; host-local over the node's slice.
+RDMA_CNI_TYPE = "macvlan"
+RDMA_MACVLAN_MODE = "bridge"
+RDMA_IPAM_TYPE = "host-local"
+RDMA_DAEMONSET_PREFIX = "rdma-shared-dp-"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def values_tree(recorded: Mapping[str, ValueKey], settings: Mapping[str, Any]) -> Obj:
+    """Helm values from dotted keys, each of which chart_values.yml must record for the chart.
+
+    Setting only recorded keys keeps every value this project sets documented with its source and
+    default; a key missing from chart_values.yml is a KeyError here, not a silently ignored value.
+    """
+    tree: Obj = {}
+    for dotted in sorted(settings):
+        if dotted not in recorded:
+            raise KeyError(f"values key {dotted!r} is not recorded in chart_values.yml")
+        *parents, leaf = dotted.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = settings[dotted]
+    return tree
+
+
+def config_hash(*parts: Mapping[str, str]) -> str:
+    """A stable digest of ConfigMap data, put on a pod template so a config change rolls the pods."""
+    text = json.dumps(list(parts), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
+def _image(component: str, key: str) -> str:
+    return versions()[component].images[key].reference
+
+
+# --------------------------------------------------------------------------- CNI
+
+
+def cilium_values(env: Environment) -> Obj:
+    """Cilium's values: the spec's Pod CIDR and per-node prefix, Multus-friendly, kube-proxy as the spec says."""
+    cluster = env.cluster
+    settings: dict[str, Any] = {
+        "ipam.mode": CILIUM_IPAM_MODE,
+        "ipam.operator.clusterPoolIPv4PodCIDRList": [str(cluster.kube_pods_subnet)],
+        "ipam.operator.clusterPoolIPv4MaskSize": cluster.kube_network_node_prefix,
+        "cni.exclusive": False,  # keep Multus's 00-multus.conf in /etc/cni/net.d
+        "kubeProxyReplacement": "true" if cluster.kube_proxy_remove else "false",
+        "tolerations": everywhere(env)["tolerations"],
+    }
+    if cluster.kube_proxy_remove:
+        # Without kube-proxy the agent cannot reach the API server through the kubernetes Service;
+        # "auto" reads the server from kube-public/cluster-info, which kubeadm (Kubespray) writes.
+        settings["k8sServiceHost"] = "auto"
+    return values_tree(chart_values().cilium.keys, settings)
+
+
+def calico_values(env: Environment) -> Obj:
+    """The tigera-operator's values: one IPv4 pool over the spec's Pod CIDR, blocks of the per-node prefix."""
+    cluster = env.cluster
+    if cluster.kube_proxy_remove:
+        raise ValueError(
+            "kube_proxy_remove with Calico means the eBPF dataplane, which needs the API server endpoint "
+            "(kubernetesServiceEndpoint); the spec does not declare one"
+        )
+    known = chart_values().calico.ip_pool
+    ip_pool = {"name": CALICO_POOL_NAME, "cidr": str(cluster.kube_pods_subnet),
+               "blockSize": cluster.kube_network_node_prefix, "encapsulation": CALICO_ENCAPSULATION,
+               "natOutgoing": CALICO_NAT_OUTGOING, "nodeSelector": "all()"}
+    unknown = set(ip_pool) - set(known.fields)
+    if unknown or CALICO_ENCAPSULATION not in known.encapsulations or CALICO_NAT_OUTGOING not in known.nat_outgoing:
+        raise ValueError(f"Calico ipPool {ip_pool} does not follow the recorded schema")
+    return values_tree(chart_values().calico.keys, {"installation.calicoNetwork.ipPools": [ip_pool]})
+
+
+def cni_releases(env: Environment) -> list[HelmRelease]:
+    """The CNI's Helm releases: Cilium, or Calico's CRDs (a separate chart since 3.32) and its operator."""
+    plugin = env.cluster.kube_network_plugin
+    if plugin == "cilium":
+        return [HelmRelease("cilium", CILIUM_NAMESPACE, "cilium", cilium_values(env))]
+    if plugin == "calico":
+        return [HelmRelease("calico-crds", CALICO_NAMESPACE, "calico-crds", {}),
+                HelmRelease("calico", CALICO_NAMESPACE, "calico", calico_values(env))]
+    raise ValueError(f"unknown kube_network_plugin {plugin!r}")
+
+
+def cni_namespaces(env: Environment) -> list[Obj]:
+    """Namespaces a CNI release needs that nothing else creates (kube-system always exists)."""
+    if env.cluster.kube_network_plugin == "calico":
+        return [obj("v1", "Namespace", CALICO_NAMESPACE)]
+    return []
+
+
+# --------------------------------------------------------------------------- RDMA address slices
+
+
+@dataclass(frozen=True)
+class NodeRange:
+    """The addresses of an RDMA fabric one node's host-local hands out: first to last, inclusive."""
+
+    host: str
+    pool: str
+    fabric: ipaddress.IPv4Network
+    first: ipaddress.IPv4Address
+    last: ipaddress.IPv4Address
+
+    @property
+    def addresses(self) -> list[ipaddress.IPv4Address]:
+        return [ipaddress.IPv4Address(n) for n in range(int(self.first), int(self.last) + 1)]
+
+    @property
+    def size(self) -> int:
+        return int(self.last) - int(self.first) + 1
+
+
+def rdma_pools(env: Environment) -> list[Pool]:
+    return [pool for _, pool in sorted(env.pools.items()) if pool.vars.rdma_network is not None]
+
+
+def rdma_ranges(env: Environment) -> dict[str, NodeRange]:
+    """Each RDMA host's address range: its fabric's CIDR split into equal power-of-two slices, one per host.
+
+    Pools whose rdma_network has the same CIDR share one fabric and one split, so no two hosts on a
+    fabric hand out the same address. Hosts take slices in name order; a host joining or leaving a
+    fabric can move the others' slices, so drain RDMA pods on that fabric when its hosts change.
+    """
+    fabrics: dict[ipaddress.IPv4Network, list[tuple[str, str]]] = {}
+    for pool in rdma_pools(env):
+        assert pool.vars.rdma_network is not None
+        for host in pool.hosts:
+            fabrics.setdefault(pool.vars.rdma_network.cidr, []).append((host.name, pool.name))
+    ranges: dict[str, NodeRange] = {}
+    for fabric, members in sorted(fabrics.items()):
+        members.sort()
+        new_prefix = fabric.prefixlen + (len(members) - 1).bit_length()
+        if new_prefix > fabric.max_prefixlen:
+            raise ValueError(f"RDMA fabric {fabric} is too small for its {len(members)} hosts")
+        slices = list(fabric.subnets(new_prefix=new_prefix))
+        # Never the network or broadcast address, nor .1, which host-local claims as the gateway.
+        low, high = int(fabric.network_address) + 2, int(fabric.broadcast_address) - 1
+        for (host_name, pool_name), block in zip(members, slices, strict=False):
+            first = max(int(block.network_address), low)
+            last = min(int(block.broadcast_address), high)
+            if first > last:
+                raise ValueError(f"RDMA fabric {fabric} is too small for its {len(members)} hosts: "
+                                 f"host {host_name} gets no address")
+            ranges[host_name] = NodeRange(host_name, pool_name, fabric, ipaddress.IPv4Address(first),
+                                          ipaddress.IPv4Address(last))
+    return ranges
+
+
+# --------------------------------------------------------------------------- RDMA networks
+
+
+def nad_name(pool: Pool) -> str:
+    """The NetworkAttachmentDefinition (and CNI network) name of a pool's RDMA network."""
+    return f"rdma-{pool.k8s_name}"
+
+
+def rdma_resource_name(pool: Pool) -> str:
+    """The device plugin's resourceName for a pool: the pool name, which the plugin's pattern accepts."""
+    pattern = chart_values().rdma_shared_device_plugin.resource_name_pattern
+    if not re.match(pattern, pool.name):
+        raise ValueError(f"pool name {pool.name!r} is not a valid RDMA resourceName ({pattern})")
+    return pool.name
+
+
+def rdma_resource(pool: Pool) -> str:
+    """The extended resource pods of the pool request for the HCA, e.g. rdma/gpu_a100."""
+    return chart_values().rdma_shared_device_plugin.resource(rdma_resource_name(pool))
+
+
+def rdma_cni_config(pool: Pool, node: NodeRange) -> Obj:
+    """The CNI config of a pool's RDMA network on one node: macvlan on the RoCE interface, the node's slice."""
+    rdma = pool.vars.rdma_network
+    if rdma is None:
+        raise ValueError(f"pool {pool.name} has no rdma_network")
+    if node.pool != pool.name or node.fabric != rdma.cidr:
+        raise ValueError(f"host {node.host}'s range belongs to pool {node.pool} on {node.fabric}, not {pool.name}")
+    return {
+        "cniVersion": chart_values().multus.daemon_config["cniVersion"],
+        "name": nad_name(pool),
+        "type": RDMA_CNI_TYPE,
+        "master": rdma.interface,
+        "mode": RDMA_MACVLAN_MODE,
+        "mtu": rdma.mtu,
+        "ipam": {"type": RDMA_IPAM_TYPE, "ranges": [[{
+            "subnet": str(rdma.cidr), "rangeStart": str(node.first), "rangeEnd": str(node.last)}]]},
+    }
+
+
+def rdma_config_files(env: Environment) -> dict[str, str]:
+    """ConfigMap data: one CNI config per RDMA host, keyed <host>_<network>.conf ('_' is in neither name)."""
+    ranges = rdma_ranges(env)
+    files: dict[str, str] = {}
+    for pool in rdma_pools(env):
+        for host in sorted(h.name for h in pool.hosts):
+            files[f"{host}_{nad_name(pool)}.conf"] = _json(rdma_cni_config(pool, ranges[host]))
+    return dict(sorted(files.items()))
+
+
+def network_attachments(env: Environment) -> list[Obj]:
+    """One NetworkAttachmentDefinition per (RDMA pool, namespace of a tenant using the pool).
+
+    No spec: Multus then reads the node's config file of the same name, which carries the node's
+    address slice. The resourceName annotation ties the network to the pool's RDMA resource.
+    """
+    multus = chart_values().multus
+    attachments = []
+    for pool in rdma_pools(env):
+        for tenant, spec in sorted(env.cluster.tenants.items()):
+            if pool.name in spec.pools:
+                attachments.append(obj(multus.nad_api_version, multus.nad_kind, nad_name(pool), namespace=tenant,
+                                       annotations={multus.nad_resource_name_annotation: rdma_resource(pool)}))
+    return attachments
+
+
+# --------------------------------------------------------------------------- Multus
+
+
+_MULTUS_LABELS = {"app.kubernetes.io/name": MULTUS_NAME}
+
+# The script of the init container that installs this node's RDMA network configs: it removes the files
+# this project wrote before (a host that left its fabric keeps none) and copies the node's own.
+_INSTALL_RDMA_CONFIGS = """set -eu
+dir=/host{conf_dir}
+mkdir -p "$dir"
+rm -f "$dir"/{prefix}*.conf
+for src in /rdma-networks/"$NODE_NAME"_*.conf; do
+  [ -e "$src" ] || continue
+  cp "$src" "$dir/{prefix}${{src##*_}}"
+done
+"""
+
+
+def _host_path(name: str, path: str) -> Obj:
+    return {"name": name, "hostPath": {"path": path}}
+
+
+def multus_objects(env: Environment) -> list[Obj]:
+    """Multus thick, after the upstream manifest: RBAC, daemon config, per-node RDMA configs, DaemonSet.
+
+    Changes from upstream: the pinned image, our namespace, system-node-critical, tolerations computed
+    from the pools, MULTUS_RESOURCES, and an init container that installs the node's RDMA configs.
+    """
+    multus = chart_values().multus
+    image = _image("multus", "multus")
+    daemon_config = {"daemon-config.json": _json(multus.daemon_config)}
+    rdma_files = rdma_config_files(env)
+    conf_dir = multus.conf_dir
+    pod_spec: Obj = {
+        "hostNetwork": True,
+        "hostPID": True,
+        "priorityClassName": NODE_CRITICAL,
+        "serviceAccountName": MULTUS_NAME,
+        **everywhere(env),
+        "initContainers": [
+            {"name": "install-multus-binary", "image": image,
+             "command": ["/usr/src/multus-cni/bin/install_multus", "-d", "/host/opt/cni/bin", "-t", "thick"],
+             "resources": {"requests": {"cpu": "10m", "memory": "15Mi"}},
+             "securityContext": {"privileged": True}, "terminationMessagePolicy": "FallbackToLogsOnError",
+             "volumeMounts": [{"name": "cnibin", "mountPath": "/host/opt/cni/bin",
+                               "mountPropagation": "Bidirectional"}]},
+            {"name": "install-rdma-networks", "image": image,
+             "command": ["/bin/sh", "-c", _INSTALL_RDMA_CONFIGS.format(conf_dir=conf_dir, prefix=RDMA_FILE_PREFIX)],
+             "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+             "resources": {"requests": {"cpu": "10m", "memory": "15Mi"}},
+             "securityContext": {"privileged": True}, "terminationMessagePolicy": "FallbackToLogsOnError",
+             "volumeMounts": [{"name": "multus-conf-dir", "mountPath": f"/host{conf_dir}"},
+                              {"name": "rdma-networks", "mountPath": "/rdma-networks", "readOnly": True}]},
+        ],
+        "containers": [{
+            "name": "kube-multus", "image": image, "command": ["/usr/src/multus-cni/bin/multus-daemon"],
+            "resources": MULTUS_RESOURCES,
+            "securityContext": {"privileged": True}, "terminationMessagePolicy": "FallbackToLogsOnError",
+            "env": [{"name": "MULTUS_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+            "volumeMounts": [
+                {"name": "cni", "mountPath": "/host/etc/cni/net.d"},
+                {"name": "cnibin", "mountPath": "/opt/cni/bin"},  # must be the host's path (upstream note)
+                {"name": "host-run", "mountPath": "/host/run"},
+                {"name": "host-var-lib-cni-multus", "mountPath": "/var/lib/cni/multus"},
+                {"name": "host-var-lib-kubelet", "mountPath": "/var/lib/kubelet",
+                 "mountPropagation": "HostToContainer"},
+                {"name": "host-run-k8s-cni-cncf-io", "mountPath": "/run/k8s.cni.cncf.io"},
+                {"name": "host-run-netns", "mountPath": "/run/netns", "mountPropagation": "HostToContainer"},
+                {"name": MULTUS_DAEMON_CONFIG, "mountPath": "/etc/cni/net.d/multus.d", "readOnly": True},
+                {"name": "hostroot", "mountPath": "/hostroot", "mountPropagation": "HostToContainer"},
+                {"name": "multus-conf-dir", "mountPath": conf_dir},
+            ],
+        }],
+        "terminationGracePeriodSeconds": 10,
+        "volumes": [
+            _host_path("cni", "/etc/cni/net.d"),
+            _host_path("cnibin", "/opt/cni/bin"),
+            _host_path("hostroot", "/"),
+            {"name": MULTUS_DAEMON_CONFIG, "configMap": {
+                "name": MULTUS_DAEMON_CONFIG, "items": [{"key": "daemon-config.json", "path": "daemon-config.json"}]}},
+            _host_path("host-run", "/run"),
+            _host_path("host-var-lib-cni-multus", "/var/lib/cni/multus"),
+            _host_path("host-var-lib-kubelet", "/var/lib/kubelet"),
+            _host_path("host-run-k8s-cni-cncf-io", "/run/k8s.cni.cncf.io"),
+            _host_path("host-run-netns", "/run/netns/"),
+            _host_path("multus-conf-dir", conf_dir),
+            {"name": "rdma-networks", "configMap": {"name": RDMA_NETWORKS_CONFIG}},
+        ],
+    }
+    rules = [
+        {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["*"], "verbs": ["*"]},
+        {"apiGroups": [""], "resources": ["pods", "pods/status"], "verbs": ["get", "list", "update", "watch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+    ]
+    return [
+        obj("v1", "ServiceAccount", MULTUS_NAME, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS),
+        obj("rbac.authorization.k8s.io/v1", "ClusterRole", MULTUS_NAME, labels=_MULTUS_LABELS, rules=rules),
+        obj("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", MULTUS_NAME, labels=_MULTUS_LABELS,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": MULTUS_NAME},
+            subjects=[{"kind": "ServiceAccount", "name": MULTUS_NAME, "namespace": SYSTEM_NAMESPACE}]),
+        obj("v1", "ConfigMap", MULTUS_DAEMON_CONFIG, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, data=daemon_config),
+        obj("v1", "ConfigMap", RDMA_NETWORKS_CONFIG, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, data=rdma_files),
+        obj("apps/v1", "DaemonSet", MULTUS_DAEMONSET, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, spec={
+            "selector": {"matchLabels": _MULTUS_LABELS},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {"metadata": {"labels": _MULTUS_LABELS,
+                                      "annotations": {CONFIG_HASH_ANNOTATION: config_hash(daemon_config, rdma_files)}},
+                         "spec": pod_spec},
+        }),
+    ]
+
+
+# --------------------------------------------------------------------------- RDMA shared device plugin
+
+
+def rdma_hca_max(env: Environment, pool: Pool) -> int:
+    """Pods per node that may share the pool's HCA: the smallest address slice among its hosts, so a pod
+    granted the RDMA resource always gets an address."""
+    ranges = rdma_ranges(env)
+    return min(ranges[host.name].size for host in pool.hosts)
+
+
+def rdma_device_config(env: Environment, pool: Pool) -> Obj:
+    """The plugin's config.json for a pool: one resource selecting the pool's RDMA interface."""
+    rdma = pool.vars.rdma_network
+    if rdma is None:
+        raise ValueError(f"pool {pool.name} has no rdma_network")
+    return {"configList": [{"resourceName": rdma_resource_name(pool), "rdmaHcaMax": rdma_hca_max(env, pool),
+                            "selectors": {"ifNames": [rdma.interface]}}]}
+
+
+def rdma_device_plugin(env: Environment) -> list[Obj]:
+    """The RDMA shared device plugin: one ConfigMap with a config per pool, one DaemonSet per RDMA pool.
+
+    One DaemonSet per pool, not one for all: the plugin's config is the same on every node it runs on,
+    so an entry selecting ens8f0 for one pool would also advertise that pool's resource on every other
+    pool with an ens8f0, and per-pool rdmaHcaMax would be impossible.
+    """
+    pools = rdma_pools(env)
+    if not pools:
+        return []
+    facts = chart_values().rdma_shared_device_plugin
+    config_dir, config_file = facts.config_path.rsplit("/", 1)
+    if config_file != facts.config_key:
+        raise ValueError(f"the plugin reads {facts.config_path}, not the ConfigMap key {facts.config_key}")
+    data = {f"{pool.k8s_name}.json": _json(rdma_device_config(env, pool)) for pool in pools}
+    objects = [obj("v1", "ConfigMap", facts.config_map, SYSTEM_NAMESPACE, data=data)]
+    for pool in pools:
+        key = f"{pool.k8s_name}.json"
+        labels = {"app.kubernetes.io/name": "rdma-shared-device-plugin", "app.kubernetes.io/instance": pool.k8s_name}
+        objects.append(obj("apps/v1", "DaemonSet", f"{RDMA_DAEMONSET_PREFIX}{pool.k8s_name}", SYSTEM_NAMESPACE,
+                           labels=labels, spec={
+            "selector": {"matchLabels": labels},
+            "updateStrategy": {"type": "RollingUpdate"},
+            "template": {
+                "metadata": {"labels": labels, "annotations": {CONFIG_HASH_ANNOTATION: config_hash({key: data[key]})}},
+                "spec": {
+                    "hostNetwork": True,
+                    "priorityClassName": NODE_CRITICAL,
+                    **on_pools([pool]),
+                    "containers": [{
+                        "name": "k8s-rdma-shared-dp-ds", "image": _image("rdma-shared-device-plugin",
+                                                                          "rdma-shared-dev-plugin"),
+                        "imagePullPolicy": "IfNotPresent",
+                        "securityContext": {"privileged": True},
+                        "volumeMounts": [
+                            {"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"},
+                            {"name": "plugins-registry", "mountPath": "/var/lib/kubelet/plugins_registry"},
+                            {"name": "config", "mountPath": config_dir},
+                            {"name": "devs", "mountPath": "/dev/"},
+                        ],
+                    }],
+                    "volumes": [
+                        _host_path("device-plugin", "/var/lib/kubelet/device-plugins"),
+                        _host_path("plugins-registry", "/var/lib/kubelet/plugins_registry"),
+                        {"name": "config", "configMap": {"name": facts.config_map,
+                                                         "items": [{"key": key, "path": facts.config_key}]}},
+                        _host_path("devs", "/dev/"),
+                    ],
+                },
+            },
+        }))
+    return objects
+
+
+# --------------------------------------------------------------------------- the concern
+
+
+def build(view: Resolved) -> Concern:
+    env = view.env
+    objects = [*cni_namespaces(env), *multus_objects(env), *network_attachments(env), *rdma_device_plugin(env)]
+    return Concern("networking", objects, cni_releases(env))
