@@ -81,7 +81,7 @@ def declare_cluster(env: Environment, settings: ClusterSettings) -> dict[str, Co
     provider = k8s.Provider("cluster", kubeconfig=os.path.expanduser(settings.kubeconfig),
                             context=settings.context or None, enable_server_side_apply=True)
     components: dict[str, ConcernComponent] = {}
-    for concern in build_concerns(resolve(env)):
+    for concern in build_concerns(resolve(env), settings.helm_releases):
         components[concern.name] = ConcernComponent(concern.name, ConcernArgs(
             concern=concern, provider=provider, helm_releases=settings.helm_releases,
             depends_on=tuple(components.values())))

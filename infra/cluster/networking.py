@@ -475,7 +475,14 @@ def rdma_device_plugin(env: Environment) -> list[Obj]:
 # --------------------------------------------------------------------------- the concern
 
 
+def system_namespace() -> Obj:
+    """The project's namespace for node agents (Multus, the RDMA plugin, storage provisioners): their pods
+    mount host paths and run privileged, so Pod Security admits them here and nowhere else."""
+    return obj("v1", "Namespace", SYSTEM_NAMESPACE, labels={"pod-security.kubernetes.io/enforce": "privileged"})
+
+
 def build(view: Resolved) -> Concern:
     env = view.env
-    objects = [*cni_namespaces(env), *multus_objects(env), *network_attachments(env), *rdma_device_plugin(env)]
+    objects = [system_namespace(), *cni_namespaces(env), *multus_objects(env), *network_attachments(env),
+               *rdma_device_plugin(env)]
     return Concern("networking", objects, cni_releases(env))

@@ -166,7 +166,9 @@ def csi_driver_nfs_values(env: Environment, driver: str) -> Obj:
         "volumeSnapshotClass.create": False,
         "controller.enableSnapshotter": snapshots,
         "externalSnapshotter.enabled": snapshots,
-        "externalSnapshotter.customResourceDefinitions.enabled": False,
+        # the chart's copy of the snapshot CRDs: the complete set the snapshot controller needs, owned by
+        # the release (infra/cluster/concerns.py declares them itself only when releases are left out)
+        "externalSnapshotter.customResourceDefinitions.enabled": snapshots,
     }
     return values_tree(chart_values().csi_driver_nfs.keys, settings)
 

@@ -131,7 +131,7 @@ def test_switching_the_plugin_switches_the_release(inventory, write):
     inventory["group_vars"]["all"]["kube_network_plugin"] = "cilium"
     concern = networking.build(view_of(write, inventory))
     assert [r.component for r in concern.releases] == ["cilium"]
-    assert not by_kind(concern, "Namespace")
+    assert [n["metadata"]["name"] for n in by_kind(concern, "Namespace")] == ["k8s-node-pools-system"]
 
 
 def test_calico_without_kube_proxy_needs_an_endpoint_the_spec_lacks(inventory, write):
