@@ -15,6 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from infra.units import parse_quantity
+
 HERE = Path(__file__).parent
 
 
@@ -116,6 +118,19 @@ class KubeletDefaults(_Fact):
     eviction_hard: dict[str, str]
 
 
+class EphemeralStorageDefaults(_Fact):
+    """LimitRange ephemeral-storage defaults for tenant containers (limit and request)."""
+
+    default: str = Field(description="default limit")
+    default_request: str
+
+    @model_validator(mode="after")
+    def _request_within_limit(self) -> EphemeralStorageDefaults:
+        if parse_quantity(self.default_request) > parse_quantity(self.default):
+            raise ValueError(f"default_request {self.default_request} exceeds the default limit {self.default}")
+        return self
+
+
 class CudaRelease(_Fact):
     label: str = Field(description="NVIDIA's name for the release, e.g. 12.4 Update 1")
     min_driver: str = Field(description="oldest Linux x86_64 driver that fully supports the release")
@@ -180,6 +195,7 @@ class Platform(_Fact):
     cuda_minor_compat_floor: dict[str, str]
     host_per_gpu: dict[str, HostPerGpu]
     scheduling: SchedulingDefaults
+    tenant_ephemeral_storage: EphemeralStorageDefaults
 
     @model_validator(mode="after")
     def _cuda_table_is_consistent(self) -> Platform:

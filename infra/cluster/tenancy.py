@@ -1,0 +1,271 @@
+"""Tenants: one namespace each, with its quota, container defaults, priority and the pools it may use.
+
+Per tenant: a Namespace named after it (Pod Security labels by tier, the tenant label, and annotations
+naming its pools and priority class), a ResourceQuota whose `hard` is the spec's quota verbatim, and a
+LimitRange with the spec's container defaults plus ephemeral-storage defaults (platform.yml) so that
+no container runs without a scratch-space request and limit. Cluster-wide: one PriorityClass per
+spec class, and a ValidatingAdmissionPolicy with its binding that confines every tenant pod to its
+tenant's pools.
+
+Confinement has two sides. The pods' side (nodeSelector or node affinity on the pool label,
+tolerations for tainted pools) is the tenants' to write; the cluster's side is the admission policy,
+which refuses at CREATE a pod in a tenant namespace that does not pin itself to pools, or that names a
+pool its tenant may not use (a `batch` pod aimed at `gpu_a100`). Built-in admission, no webhook to run:
+ValidatingAdmissionPolicy is GA (admissionregistration.k8s.io/v1) and on by default since Kubernetes
+1.30. The PodNodeSelector admission plugin was not used: it is off by default and can only AND one
+fixed selector into pods, so it cannot offer a tenant a choice of several pools.
+
+Why CREATE only: a pod's nodeSelector and node affinity are immutable once created, except while the
+pod still has scheduling gates, and then Kubernetes only lets them narrow (nodeSelector entries may be
+added, never changed; expressions may be added to existing terms, which AND). A pod admitted at CREATE
+stays confined, so checking UPDATE adds nothing, and would deny metadata updates (labels, finalizers)
+of pods created before the policy existed. A pod bound with spec.nodeName skips the scheduler, not the
+kubelet: the kubelet refuses a pod whose nodeSelector or affinity its node does not match.
+
+DaemonSets in tenant namespaces must pin with nodeSelector: their controller replaces each pod's
+required node affinity with a term on the node's name, and the policy would refuse those pods.
+"""
+
+from __future__ import annotations
+
+import re
+
+from infra.cluster.nodes import POOL_LABEL
+from infra.cluster.objects import LABEL_PREFIX, SYSTEM_NAMESPACE, Concern, Obj, key, obj
+from infra.knowledge import platform
+from infra.resolve import Resolved
+from infra.spec.models import LimitRangeSpec, PriorityClass, Tenant
+from infra.units import parse_quantity
+
+TENANT_LABEL = f"{LABEL_PREFIX}/tenant"
+TIER_LABEL = f"{LABEL_PREFIX}/tier"
+# Comma-separated pool names, read by the admission policy (pool names are [a-z0-9_], so ',' is free).
+POOLS_ANNOTATION = f"{LABEL_PREFIX}/pools"
+PRIORITY_CLASS_ANNOTATION = f"{LABEL_PREFIX}/priority-class"
+POLICY_NAME = "k8s-node-pools-tenant-placement"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+
+# Namespaces Kubernetes or this project own: a tenant named so would take them over (and confine the
+# control plane's own pods to the tenant's pools). Names starting with kube- are Kubernetes' too.
+RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", SYSTEM_NAMESPACE})
+
+# Pod Security Standards level enforced per tier. Services and inference are long-running and
+# reachable from outside: `restricted` (non-root, no privilege escalation, all capabilities dropped,
+# RuntimeDefault seccomp), which GPU containers meet too, since the device plugin hands them the
+# devices without privileges. Training, offline and dev run researchers' images, which often run as
+# root: `baseline` still refuses privileged containers, host namespaces and hostPath. Every tier
+# audits and warns at `restricted`, so each pod that would fail it is visible before tightening.
+# Neither level allows added capabilities such as IPC_LOCK, which RDMA pods often ask for to register
+# memory: on RDMA pools the hosts' container runtime must allow locked memory instead (no tier is
+# ever enforced at `privileged`).
+POD_SECURITY_ENFORCE = {"production": "restricted", "inference": "restricted",
+                        "training": "baseline", "offline": "baseline", "dev": "baseline"}
+POD_SECURITY_AUDIT = "restricted"
+_POD_SECURITY = "pod-security.kubernetes.io"
+
+
+def check_tenant_name(name: str) -> None:
+    """Raise ValueError if the tenant's namespace would be one Kubernetes or the project owns."""
+    if name in RESERVED_NAMESPACES or name.startswith("kube-"):
+        raise ValueError(f"tenant {name!r} would take over the namespace {name}, which Kubernetes or this project "
+                         "owns; rename the tenant")
+
+
+def namespace(name: str, tenant: Tenant, kube_minor: int) -> Obj:
+    """The tenant's Namespace. Pod Security versions are pinned to the cluster's minor, so an upgrade
+    changes the rules only when the spec's kube_version does."""
+    check_tenant_name(name)
+    version = f"v1.{kube_minor}"
+    levels = {"enforce": POD_SECURITY_ENFORCE[tenant.tier], "audit": POD_SECURITY_AUDIT, "warn": POD_SECURITY_AUDIT}
+    labels = {TENANT_LABEL: name, TIER_LABEL: tenant.tier}
+    for mode, level in levels.items():
+        labels[f"{_POD_SECURITY}/{mode}"] = level
+        labels[f"{_POD_SECURITY}/{mode}-version"] = version
+    annotations = {POOLS_ANNOTATION: ",".join(sorted(tenant.pools))}
+    if tenant.priority_class:
+        annotations[PRIORITY_CLASS_ANNOTATION] = tenant.priority_class
+    return obj("v1", "Namespace", name, labels=dict(sorted(labels.items())), annotations=annotations)
+
+
+def resource_quota(name: str, tenant: Tenant) -> Obj:
+    """The tenant's ResourceQuota: spec.hard is the spec's quota, keys and quantities as written.
+
+    Not scoped (no scopeSelector): it counts every pod of the namespace. A priority-class scope would
+    only let pods of other classes escape it, and the admission policy already keeps the tenant's
+    pods to its own class.
+    """
+    hard = {k: str(v) for k, v in sorted(tenant.quota.items())}
+    return obj("v1", "ResourceQuota", name, namespace=name, labels={TENANT_LABEL: name}, spec={"hard": hard})
+
+
+def _larger(a: str, b: str) -> bool:
+    return parse_quantity(a) > parse_quantity(b)
+
+
+def ephemeral_storage_defaults(spec: LimitRangeSpec | None) -> tuple[str, str]:
+    """(default limit, default request) of ephemeral-storage for a tenant's containers.
+
+    The tenant's own values win; platform.yml fills what it leaves out, kept consistent with what it
+    sets, since the API server refuses a LimitRange whose default exceeds its max or whose default
+    request exceeds its default: a missing default limit is at least the tenant's request and at most
+    its max; a missing default request is at most the limit, and equals it where the tenant's
+    max_limit_request_ratio would refuse the platform's request.
+    """
+    facts = platform().tenant_ephemeral_storage
+    limit = spec.default.get(EPHEMERAL_STORAGE) if spec else None
+    request = spec.default_request.get(EPHEMERAL_STORAGE) if spec else None
+    maximum = spec.max.get(EPHEMERAL_STORAGE) if spec else None
+    ratio = spec.max_limit_request_ratio.get(EPHEMERAL_STORAGE) if spec else None
+    if limit is None:
+        limit = facts.default
+        if request is not None and _larger(request, limit):
+            limit = request
+        if maximum is not None and _larger(limit, maximum):
+            limit = maximum
+    if request is None:
+        request = facts.default_request
+        if _larger(request, limit):
+            request = limit
+        if ratio is not None and parse_quantity(limit) > parse_quantity(ratio) * parse_quantity(request):
+            request = limit
+    return limit, request
+
+
+def limit_range(name: str, tenant: Tenant) -> Obj:
+    """The tenant's LimitRange: one Container item with the spec's defaults, max and ratios, plus
+    ephemeral-storage defaults so no container runs without a scratch-space request and limit."""
+    spec = tenant.limit_range
+    limit, request = ephemeral_storage_defaults(spec)
+    item: Obj = {"type": "Container"}
+    fields = {
+        "default": {**(spec.default if spec else {}), EPHEMERAL_STORAGE: limit},
+        "defaultRequest": {**(spec.default_request if spec else {}), EPHEMERAL_STORAGE: request},
+        "max": dict(spec.max) if spec else {},
+        "maxLimitRequestRatio": dict(spec.max_limit_request_ratio) if spec else {},
+    }
+    for field, values in fields.items():
+        if values:
+            item[field] = {k: str(v) for k, v in sorted(values.items())}
+    return obj("v1", "LimitRange", name, namespace=name, labels={TENANT_LABEL: name}, spec={"limits": [item]})
+
+
+def priority_class(name: str, spec: PriorityClass) -> Obj:
+    """A PriorityClass of the spec. Never the global default: a pod that names no class gets priority 0
+    rather than silently inheriting one (and the admission policy refuses other tenants' classes)."""
+    fields: Obj = {"value": spec.value, "globalDefault": False, "preemptionPolicy": spec.preemption_policy}
+    if spec.description:
+        fields["description"] = spec.description
+    return obj("scheduling.k8s.io/v1", "PriorityClass", name, **fields)
+
+
+# ---------------------------------------------------------------- the admission policy, in CEL
+#
+# Only what Kubernetes 1.30 offers new expressions (its CEL environment at compatibility version 1.29):
+# the CEL standard library and macros (has, in, size, all, exists, filter, map) and the strings
+# extension (split, join). Every optional field is guarded with has(): reading an absent field is an
+# error, and with failurePolicy Fail an error denies the pod. Required fields (a requirement's key and
+# operator) are read directly; API validation has run before admission policies, so they are there.
+
+
+def _lit(text: str) -> str:
+    """A CEL string literal of a label key or annotation name (no quotes or backslashes to escape)."""
+    if not re.fullmatch(r"[A-Za-z0-9._/-]+", text):
+        raise ValueError(f"{text!r} cannot be written as a plain CEL string literal")
+    return f"'{text}'"
+
+
+_ANNOTATIONS = "namespaceObject.metadata.annotations"
+_REQUIRED = "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+
+def _annotation(name: str, otherwise: str) -> str:
+    return f"has({_ANNOTATIONS}) && {_lit(name)} in {_ANNOTATIONS} ? {_ANNOTATIONS}[{_lit(name)}] : {otherwise}"
+
+
+# (name, expression), in order: a variable may read the ones before it.
+POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
+    # the pools the tenant may use, from its namespace's annotation; [] if it is missing or empty
+    ("allowed", f"has({_ANNOTATIONS}) && {_lit(POOLS_ANNOTATION)} in {_ANNOTATIONS} ? "
+                f"{_ANNOTATIONS}[{_lit(POOLS_ANNOTATION)}].split(',').filter(p, p != '') : []"),
+    # the tenant's priority class; '' if it has none
+    ("priorityClass", _annotation(PRIORITY_CLASS_ANNOTATION, "''")),
+    # the pool the pod's nodeSelector names; '' if none
+    ("selected", f"has(object.spec.nodeSelector) && {_lit(POOL_LABEL)} in object.spec.nodeSelector ? "
+                 f"object.spec.nodeSelector[{_lit(POOL_LABEL)}] : ''"),
+    # the required node affinity's terms (ORed); [] if none
+    ("terms", f"has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has({_REQUIRED}) && "
+              f"has({_REQUIRED}.nodeSelectorTerms) ? {_REQUIRED}.nodeSelectorTerms : []"),
+    # per term, its requirements `pool In [...]`: a term with none lets the pod onto any node
+    ("poolRequirements", "variables.terms.map(t, has(t.matchExpressions) ? "
+                         f"t.matchExpressions.filter(e, e.key == {_lit(POOL_LABEL)} && e.operator == 'In') : [])"),
+    # for messages only: the pools the pod names that the tenant may not use, comma-separated
+    ("forbidden", "(((variables.selected != '' && !(variables.selected in variables.allowed)) ? "
+                  "[variables.selected] : []) + variables.poolRequirements.map(rs, rs.map(r, has(r.values) ? "
+                  "r.values.filter(v, !(v in variables.allowed)).join(',') : '').filter(s, s != '').join(',')))"
+                  ".filter(s, s != '').join(',')"),
+)
+
+_TENANT = "namespaceObject.metadata.name"
+_ALLOWED_TEXT = "variables.allowed.join(', ')"
+_HOW = (f"set spec.nodeSelector {POOL_LABEL}: <pool>, or a required node affinity whose every "
+        f"nodeSelectorTerm has {POOL_LABEL} In [<pools>]")
+
+# (expression that must hold, messageExpression when it does not, static message)
+POLICY_VALIDATIONS: tuple[tuple[str, str, str], ...] = (
+    ("variables.allowed.size() > 0",
+     f"'namespace ' + {_TENANT} + ' has no pools in its annotation {POOLS_ANNOTATION}, so none of its pods "
+     "may be placed; the cluster layer sets it from the tenant spec: run pulumi up'",
+     f"the namespace has no pools in its annotation {POOLS_ANNOTATION}"),
+    ("variables.selected != '' || (variables.poolRequirements.size() > 0 && "
+     "variables.poolRequirements.all(rs, rs.size() > 0))",
+     f"'pods of tenant ' + {_TENANT} + ' must choose their node pools among ' + {_ALLOWED_TEXT} + ': {_HOW} "
+     "(DaemonSets: use nodeSelector, their controller replaces required node affinity)'",
+     f"pods of a tenant must choose their node pools: {_HOW}"),
+    ("(variables.selected == '' || variables.selected in variables.allowed) && "
+     "variables.poolRequirements.all(rs, rs.all(r, !has(r.values) || r.values.all(v, v in variables.allowed)))",
+     f"'tenant ' + {_TENANT} + ' may not use pool ' + variables.forbidden + '; its pods may use ' + "
+     f"{_ALLOWED_TEXT} + ' (spec.nodeSelector or required node affinity on {POOL_LABEL})'",
+     "the pod names a node pool its tenant may not use"),
+    ("!has(object.spec.priorityClassName) || object.spec.priorityClassName == variables.priorityClass",
+     f"variables.priorityClass == '' ? 'tenant ' + {_TENANT} + ' has no priority class: leave "
+     "spec.priorityClassName unset (not ' + object.spec.priorityClassName + ')' : 'tenant ' + "
+     f"{_TENANT} + ' may only use priority class ' + variables.priorityClass + ' (or none), not ' + "
+     "object.spec.priorityClassName",
+     "the pod names a priority class other than its tenant's"),
+)
+
+
+def placement_policy() -> Obj:
+    """The ValidatingAdmissionPolicy: at CREATE, a tenant pod must pin itself to pools, name only pools
+    its tenant may use, and use its tenant's priority class or none (else a `batch` pod could name
+    `inference-high` and preempt inference). Reads the namespace's annotations, so one policy serves
+    every tenant; failurePolicy Fail, so an evaluation error denies rather than lets the pod through."""
+    return obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", POLICY_NAME, spec={
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                                                "operations": ["CREATE"], "resources": ["pods"]}]},
+        "variables": [{"name": name, "expression": expression} for name, expression in POLICY_VARIABLES],
+        "validations": [{"expression": expression, "messageExpression": message_expression,
+                         "message": message, "reason": "Forbidden"}
+                        for expression, message_expression, message in POLICY_VALIDATIONS],
+    })
+
+
+def placement_binding() -> Obj:
+    """Binds the policy, denying, to the namespaces carrying the tenant label (only ours do: namespaces
+    are cluster-scoped, and tenants are given no right to relabel them)."""
+    return obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", POLICY_NAME, spec={
+        "policyName": POLICY_NAME,
+        "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}},
+    })
+
+
+def build(view: Resolved) -> Concern:
+    cluster = view.env.cluster
+    objects: list[Obj] = [priority_class(name, spec) for name, spec in cluster.priority_classes.items()]
+    for name, tenant in cluster.tenants.items():
+        objects += [namespace(name, tenant, cluster.kube_minor), resource_quota(name, tenant),
+                    limit_range(name, tenant)]
+    objects += [placement_policy(), placement_binding()]
+    return Concern("tenancy", sorted(objects, key=key))

@@ -1,0 +1,663 @@
+"""Tenancy: a namespace per tenant with its quota and limit range, the priority classes, and the
+admission policy that keeps a tenant's pods on its pools, whose CEL is evaluated here as written.
+
+The CEL runs in cel-expr-python (Google's CEL C++ runtime) with the strings extension, the one
+extension beyond the standard library that Kubernetes 1.30 gives admission policies and that the
+policy uses. What it does not reproduce of Kubernetes: the expressions are compiled against dyn
+(Kubernetes type-checks them against the Pod and Namespace OpenAPI schemas), variables are evaluated
+eagerly, in order (Kubernetes lazily; the same results, since no variable errors on any case here),
+and there is no cost accounting. A test below also holds the expressions to the functions Kubernetes
+1.30 offers, which the evaluator alone would not catch (it has more).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+
+import pytest
+from cel_expr_python import cel
+from cel_expr_python.ext import ext_strings
+from inventory_builder import ROOT, SHIPPED
+from pydantic import ValidationError
+
+from infra.capacity import SHARED_GPU, WHOLE_GPU
+from infra.checks import run_checks
+from infra.cluster import tenancy
+from infra.cluster.nodes import POOL_LABEL
+from infra.cluster.objects import MANAGED_BY, key
+from infra.knowledge import Platform, platform
+from infra.resolve import resolve
+from infra.spec import load_environment
+from infra.spec.models import LimitRangeSpec
+from infra.units import parse_quantity
+
+# ---------------------------------------------------------------- helpers
+
+
+@cache
+def shipped(name: str):
+    env = load_environment(ROOT / "inventories" / name)
+    return env, tenancy.build(resolve(env))
+
+
+def built(write, data):
+    env = load_environment(write(data))
+    return env, tenancy.build(resolve(env))
+
+
+def of_kind(concern, kind, namespace=None):
+    return [o for o in concern.objects if o["kind"] == kind
+            and (namespace is None or o["metadata"].get("namespace") == namespace)]
+
+
+def one(concern, kind, name):
+    found = [o for o in of_kind(concern, kind) if o["metadata"]["name"] == name]
+    assert len(found) == 1, f"{len(found)} {kind} named {name}"
+    return found[0]
+
+
+def q(text):
+    return parse_quantity(text)
+
+
+# ---------------------------------------------------------------- namespaces, quotas, limit ranges
+
+
+@pytest.mark.parametrize("inventory_name", SHIPPED)
+def test_every_tenant_namespace_has_exactly_one_quota_and_one_limit_range(inventory_name):
+    env, concern = shipped(inventory_name)
+    tenants = env.cluster.tenants
+    assert tenants, "the shipped inventories define tenants"
+    assert {o["metadata"]["name"] for o in of_kind(concern, "Namespace")} == set(tenants)
+    for name in tenants:
+        assert [o["metadata"]["name"] for o in of_kind(concern, "ResourceQuota", name)] == [name]
+        assert [o["metadata"]["name"] for o in of_kind(concern, "LimitRange", name)] == [name]
+    # and nothing namespaced lands outside the tenants' namespaces
+    namespaced = [o for o in concern.objects if "namespace" in o["metadata"]]
+    assert {o["metadata"]["namespace"] for o in namespaced} == set(tenants)
+
+
+def test_a_tenant_without_quota_or_limit_range_still_gets_both(inventory, write):
+    tenant = inventory["group_vars"]["all"]["tenants"]["svc"]
+    del tenant["quota"], tenant["limit_range"]
+    _, concern = built(write, inventory)
+    assert one(concern, "ResourceQuota", "svc")["spec"] == {"hard": {}}
+    limits = one(concern, "LimitRange", "svc")["spec"]["limits"]
+    facts = platform().tenant_ephemeral_storage
+    assert limits == [{"type": "Container", "default": {"ephemeral-storage": facts.default},
+                       "defaultRequest": {"ephemeral-storage": facts.default_request}}]
+
+
+@pytest.mark.parametrize("inventory_name", SHIPPED)
+def test_quota_is_the_specs_quota_verbatim(inventory_name):
+    env, concern = shipped(inventory_name)
+    for name, tenant in env.cluster.tenants.items():
+        hard = one(concern, "ResourceQuota", name)["spec"]["hard"]
+        assert hard == {k: str(v) for k, v in tenant.quota.items()}
+        assert all(isinstance(v, str) for v in hard.values())
+        assert list(hard) == sorted(hard)
+
+
+def test_quota_keeps_mig_resources_storage_per_class_and_object_counts():
+    _, concern = shipped("example")
+    hard = one(concern, "ResourceQuota", "inference")["spec"]["hard"]
+    assert hard["requests.nvidia.com/mig-3g.40gb"] == "16"
+    assert hard["requests.nvidia.com/mig-1g.10gb"] == "32"
+    assert hard["checkpoints.storageclass.storage.k8s.io/requests.storage"] == "5Ti"
+    assert hard["pods"] == "500"
+    assert one(concern, "ResourceQuota", "web")["spec"]["hard"]["services"] == "200"
+
+
+def _shared_gpu_keys_of_guaranteed_tenants(env, concern):
+    """Quota keys of production and inference tenants that name anything but MIG or whole GPUs."""
+    bad = []
+    for name, tenant in env.cluster.tenants.items():
+        if tenant.tier not in ("production", "inference"):
+            continue
+        for k in one(concern, "ResourceQuota", name)["spec"]["hard"]:
+            resource = k.removeprefix("requests.")
+            if resource.startswith("nvidia.com/") and not (
+                    resource == WHOLE_GPU or resource.startswith("nvidia.com/mig-")):
+                bad.append((name, k))
+    return bad
+
+
+@pytest.mark.parametrize("inventory_name", SHIPPED)
+def test_guaranteed_tenants_quotas_name_only_mig_or_whole_gpus(inventory_name):
+    env, concern = shipped(inventory_name)
+    assert _shared_gpu_keys_of_guaranteed_tenants(env, concern) == []
+
+
+def test_a_shared_gpu_quota_for_inference_would_be_seen(inventory, write):
+    """The failing case: the spec's checks refuse it, and the invariant above would catch it rendered."""
+    tenants = inventory["group_vars"]["all"]["tenants"]
+    tenants["infer"]["pools"] = ["t4"]
+    tenants["infer"]["quota"] = {"requests.cpu": 4, "requests.memory": "8Gi", f"requests.{SHARED_GPU}": 2}
+    path = write(inventory)
+    assert "TEN-SHARED-GPU" in {f.code for f in run_checks(load_environment(path))}
+    env = load_environment(path)
+    assert _shared_gpu_keys_of_guaranteed_tenants(env, tenancy.build(resolve(env))) == [
+        ("infer", f"requests.{SHARED_GPU}")]
+
+
+@pytest.mark.parametrize("inventory_name", SHIPPED)
+def test_namespace_labels_and_annotations(inventory_name):
+    env, concern = shipped(inventory_name)
+    version = f"v1.{env.cluster.kube_minor}"
+    for name, tenant in env.cluster.tenants.items():
+        metadata = one(concern, "Namespace", name)["metadata"]
+        labels, annotations = metadata["labels"], metadata["annotations"]
+        assert "namespace" not in metadata
+        assert labels[tenancy.TENANT_LABEL] == name
+        assert labels[tenancy.TIER_LABEL] == tenant.tier
+        assert labels["app.kubernetes.io/managed-by"] == MANAGED_BY["app.kubernetes.io/managed-by"]
+        enforce = "restricted" if tenant.tier in ("production", "inference") else "baseline"
+        assert labels["pod-security.kubernetes.io/enforce"] == enforce
+        assert labels["pod-security.kubernetes.io/audit"] == "restricted"
+        assert labels["pod-security.kubernetes.io/warn"] == "restricted"
+        for mode in ("enforce", "audit", "warn"):
+            assert labels[f"pod-security.kubernetes.io/{mode}-version"] == version
+        assert annotations[tenancy.POOLS_ANNOTATION].split(",") == sorted(tenant.pools)
+        assert annotations.get(tenancy.PRIORITY_CLASS_ANNOTATION) == tenant.priority_class
+
+
+def test_every_tier_has_a_pod_security_level():
+    from typing import get_args
+
+    from infra.spec.models import Tenant
+    tiers = get_args(Tenant.model_fields["tier"].annotation)
+    assert set(tenancy.POD_SECURITY_ENFORCE) == set(tiers)
+    assert set(tenancy.POD_SECURITY_ENFORCE.values()) <= {"restricted", "baseline"}  # never privileged
+
+
+def test_a_tenant_without_priority_class_has_no_priority_annotation(inventory, write):
+    del inventory["group_vars"]["all"]["tenants"]["svc"]["priority_class"]
+    _, concern = built(write, inventory)
+    assert tenancy.PRIORITY_CLASS_ANNOTATION not in one(concern, "Namespace", "svc")["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("name", ["default", "kube-system", "kube-public", "kube-node-lease", "kube-anything",
+                                  "k8s-node-pools-system"])
+def test_a_tenant_named_like_a_system_namespace_is_refused(inventory, write, name):
+    tenants = inventory["group_vars"]["all"]["tenants"]
+    tenants[name] = tenants.pop("svc")
+    env = load_environment(write(inventory))
+    with pytest.raises(ValueError, match="owns; rename the tenant"):
+        tenancy.build(resolve(env))
+
+
+def test_an_ordinary_tenant_name_passes_the_guard():
+    tenancy.check_tenant_name("kubeflow")  # only the kube- prefix is reserved
+    tenancy.check_tenant_name("team-a")
+
+
+@pytest.mark.parametrize("inventory_name", SHIPPED)
+def test_limit_range_carries_the_spec_and_ephemeral_storage(inventory_name):
+    env, concern = shipped(inventory_name)
+    for name, tenant in env.cluster.tenants.items():
+        [item] = one(concern, "LimitRange", name)["spec"]["limits"]
+        spec = tenant.limit_range or LimitRangeSpec()
+        assert item["type"] == "Container"
+        assert {k: v for k, v in item["default"].items() if k != "ephemeral-storage"} == spec.default
+        assert {k: v for k, v in item["defaultRequest"].items() if k != "ephemeral-storage"} == spec.default_request
+        assert item.get("max", {}) == spec.max
+        assert item.get("maxLimitRequestRatio", {}) == spec.max_limit_request_ratio
+        assert q(item["defaultRequest"]["ephemeral-storage"]) <= q(item["default"]["ephemeral-storage"])
+
+
+def test_limit_range_writes_max_and_ratio_only_when_the_spec_has_them():
+    _, concern = shipped("example")
+    cache_item = one(concern, "LimitRange", "cache")["spec"]["limits"][0]
+    assert cache_item["maxLimitRequestRatio"] == {"memory": "1"}
+    web_item = one(concern, "LimitRange", "web")["spec"]["limits"][0]
+    assert "max" not in web_item and "maxLimitRequestRatio" not in web_item
+
+
+PLATFORM_LIMIT = platform().tenant_ephemeral_storage.default
+PLATFORM_REQUEST = platform().tenant_ephemeral_storage.default_request
+
+
+@pytest.mark.parametrize("spec, expected", [
+    (None, (PLATFORM_LIMIT, PLATFORM_REQUEST)),
+    ({}, (PLATFORM_LIMIT, PLATFORM_REQUEST)),
+    ({"default": {"ephemeral-storage": "20Gi"}}, ("20Gi", PLATFORM_REQUEST)),
+    ({"default": {"ephemeral-storage": "100Mi"}}, ("100Mi", "100Mi")),        # request kept under the limit
+    ({"default_request": {"ephemeral-storage": "1Gi"}}, (PLATFORM_LIMIT, "1Gi")),
+    ({"default_request": {"ephemeral-storage": "10Gi"}}, ("10Gi", "10Gi")),  # limit raised to the request
+    ({"max": {"ephemeral-storage": "1Gi"}}, ("1Gi", PLATFORM_REQUEST)),        # limit kept under the max
+    ({"max": {"ephemeral-storage": "100Gi"}}, (PLATFORM_LIMIT, PLATFORM_REQUEST)),
+    ({"max_limit_request_ratio": {"ephemeral-storage": 2}}, (PLATFORM_LIMIT, PLATFORM_LIMIT)),
+    ({"max_limit_request_ratio": {"ephemeral-storage": 100}}, (PLATFORM_LIMIT, PLATFORM_REQUEST)),
+    ({"default": {"ephemeral-storage": "8Gi"}, "default_request": {"ephemeral-storage": "2Gi"}}, ("8Gi", "2Gi")),
+    ({"default": {"cpu": "1"}, "max": {"memory": "1Gi"}}, (PLATFORM_LIMIT, PLATFORM_REQUEST)),  # other resources
+])
+def test_ephemeral_storage_defaults(spec, expected):
+    model = None if spec is None else LimitRangeSpec.model_validate(spec)
+    limit, request = tenancy.ephemeral_storage_defaults(model)
+    assert (limit, request) == expected
+    # what the API server demands of a LimitRange: defaultRequest <= default <= max, default/defaultRequest <= ratio
+    assert q(request) <= q(limit)
+    if model and "ephemeral-storage" in model.max:
+        assert q(limit) <= q(model.max["ephemeral-storage"])
+    if model and "ephemeral-storage" in model.max_limit_request_ratio:
+        assert q(limit) <= q(model.max_limit_request_ratio["ephemeral-storage"]) * q(request)
+
+
+def test_platform_ephemeral_defaults_are_a_request_within_a_limit():
+    facts = platform().tenant_ephemeral_storage
+    assert Decimal(0) < q(facts.default_request) <= q(facts.default)
+    raw = platform().model_dump()
+    raw["tenant_ephemeral_storage"] = {"default": "1Gi", "default_request": "2Gi"}
+    with pytest.raises(ValidationError, match="exceeds the default limit"):
+        Platform.model_validate(raw)
+    raw["tenant_ephemeral_storage"] = {"default": "lots", "default_request": "2Gi"}
+    with pytest.raises(ValidationError, match="not a Kubernetes quantity"):
+        Platform.model_validate(raw)
+
+
+# ---------------------------------------------------------------- priority classes
+
+
+@pytest.mark.parametrize("inventory_name", SHIPPED)
+def test_one_priority_class_per_spec_class(inventory_name):
+    env, concern = shipped(inventory_name)
+    classes = {o["metadata"]["name"]: o for o in of_kind(concern, "PriorityClass")}
+    assert set(classes) == set(env.cluster.priority_classes)
+    for name, spec in env.cluster.priority_classes.items():
+        rendered = classes[name]
+        assert rendered["apiVersion"] == "scheduling.k8s.io/v1"
+        assert "namespace" not in rendered["metadata"]
+        assert rendered["value"] == spec.value
+        assert rendered["preemptionPolicy"] == spec.preemption_policy
+        assert rendered["globalDefault"] is False
+        assert rendered.get("description", "") == spec.description
+
+
+def test_the_offline_class_never_preempts():
+    _, concern = shipped("example")
+    assert one(concern, "PriorityClass", "offline-low")["preemptionPolicy"] == "Never"
+    assert one(concern, "PriorityClass", "inference-high")["preemptionPolicy"] == "PreemptLowerPriority"
+
+
+# ---------------------------------------------------------------- the whole concern
+
+
+@pytest.mark.parametrize("inventory_name", SHIPPED)
+def test_build_is_sorted_and_deterministic(inventory_name):
+    env, concern = shipped(inventory_name)
+    again = tenancy.build(resolve(env))
+    assert concern.name == "tenancy"
+    assert json.dumps(concern.objects, sort_keys=True) == json.dumps(again.objects, sort_keys=True)
+    assert [key(o) for o in concern.objects] == sorted(key(o) for o in concern.objects)
+    assert len({key(o) for o in concern.objects}) == len(concern.objects)
+    assert concern.releases == [] and concern.files == {}
+    assert all(o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "k8s-node-pools"
+               for o in concern.objects)
+
+
+# ---------------------------------------------------------------- the admission policy: its shape
+
+
+def test_the_policy_checks_pod_creation_and_fails_closed():
+    spec = tenancy.placement_policy()["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+    assert all(v["reason"] == "Forbidden" and v["message"] for v in spec["validations"])
+
+
+def _selector_matches(selector, labels):
+    for requirement in selector.get("matchExpressions", []):
+        present = requirement["key"] in labels
+        value = labels.get(requirement["key"])
+        ok = {"Exists": present, "DoesNotExist": not present,
+              "In": present and value in requirement.get("values", []),
+              "NotIn": not present or value not in requirement.get("values", [])}[requirement["operator"]]
+        if not ok:
+            return False
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def test_the_binding_denies_in_tenant_namespaces_only():
+    binding = tenancy.placement_binding()["spec"]
+    assert binding["policyName"] == tenancy.placement_policy()["metadata"]["name"]
+    assert binding["validationActions"] == ["Deny"]
+    selector = binding["matchResources"]["namespaceSelector"]
+    _, concern = shipped("example")
+    for ns in of_kind(concern, "Namespace"):
+        assert _selector_matches(selector, ns["metadata"]["labels"])
+    for system in ("kube-system", "default", "k8s-node-pools-system"):
+        assert not _selector_matches(selector, {"kubernetes.io/metadata.name": system})
+
+
+# ---------------------------------------------------------------- the admission policy: its CEL, evaluated
+
+CEL = cel.NewEnv(
+    variables={"object": cel.Type.DYN, "namespaceObject": cel.Type.DYN,
+               "variables": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
+    extensions=[ext_strings.ExtStrings()],
+)
+
+
+class CelError(Exception):
+    pass
+
+
+@cache
+def _compiled(expression):
+    return CEL.compile(expression)
+
+
+def _eval(expression, data):
+    result = _compiled(expression).eval(data=data)
+    if result.type() == cel.Type.ERROR:
+        raise CelError(f"{expression}: {result.value()}")
+    return result.plain_value()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    admitted: bool
+    messages: tuple[str, ...]
+
+
+def admit(policy, pod, namespace) -> Verdict:
+    """What the API server answers a pod CREATE: each variable in order, then every validation; the
+    messageExpression of each that fails. An evaluation error raises (Kubernetes would deny)."""
+    spec = policy["spec"]
+    variables: dict = {}
+    for variable in spec["variables"]:
+        variables[variable["name"]] = _eval(variable["expression"],
+                                            {"object": pod, "namespaceObject": namespace, "variables": dict(variables)})
+    data = {"object": pod, "namespaceObject": namespace, "variables": variables}
+    messages = []
+    for validation in spec["validations"]:
+        holds = _eval(validation["expression"], data)
+        assert isinstance(holds, bool), validation["expression"]
+        if not holds:
+            message = _eval(validation["messageExpression"], data)
+            assert isinstance(message, str)
+            messages.append(message)
+    return Verdict(not messages, tuple(messages))
+
+
+def req(key, operator, *values):
+    requirement = {"key": key, "operator": operator}
+    if values:
+        requirement["values"] = list(values)
+    return requirement
+
+
+def pool_in(*pools):
+    return req(POOL_LABEL, "In", *pools)
+
+
+def term(*expressions, fields=None):
+    t = {}
+    if expressions:
+        t["matchExpressions"] = list(expressions)
+    if fields:
+        t["matchFields"] = fields
+    return t
+
+
+def pod(selector=None, terms=None, priority=None, affinity=None):
+    """A pod as the API server hands it to admission: fields left out are absent, not empty."""
+    spec = {"containers": [{"name": "main", "image": "registry.example/app:1"}]}
+    if selector is not None:
+        spec["nodeSelector"] = selector
+    if terms is not None:
+        affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+    if affinity is not None:
+        spec["affinity"] = affinity
+    if priority is not None:
+        spec["priorityClassName"] = priority
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+HOST = "kubernetes.io/hostname"
+PREFERRED = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+    {"weight": 1, "preference": {"matchExpressions": [pool_in("cpu_general")]}}]}}
+ANTI_AFFINITY = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+    {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": HOST}]}}
+DAEMONSET_TERM = term(fields=[req("metadata.name", "In", "cpu-1")])
+
+# The `batch` tenant of the example inventory: pools cpu_general and gpu_t4_offline, class offline-low.
+# (id, pod, admitted, pools the refusal must name as forbidden, or None)
+CASES = [
+    ("selector-allowed", pod({POOL_LABEL: "gpu_t4_offline"}), True, None),
+    ("selector-allowed-with-other-labels", pod({POOL_LABEL: "cpu_general", "disk": "ssd"}), True, None),
+    ("selector-forbidden", pod({POOL_LABEL: "gpu_a100"}), False, "gpu_a100"),
+    ("selector-unknown-pool", pod({POOL_LABEL: "gpu_a10"}), False, "gpu_a10"),
+    ("selector-substring-of-allowed", pod({POOL_LABEL: "cpu"}), False, "cpu"),
+    ("selector-empty-value", pod({POOL_LABEL: ""}), False, None),
+    ("no-placement", pod(), False, None),
+    ("selector-without-pool", pod({"disk": "ssd"}), False, None),
+    ("affinity-allowed", pod(terms=[term(pool_in("cpu_general", "gpu_t4_offline"))]), True, None),
+    ("affinity-allowed-and-another-key", pod(terms=[term(req(HOST, "In", "t4-1"), pool_in("gpu_t4_offline"))]), True, None),
+    ("affinity-forbidden", pod(terms=[term(pool_in("gpu_a100"))]), False, "gpu_a100"),
+    ("affinity-mixed", pod(terms=[term(pool_in("cpu_general", "gpu_a100"))]), False, "gpu_a100"),
+    ("affinity-two-forbidden", pod(terms=[term(pool_in("gpu_a100", "cpu_general", "gpu_h100_bigmem"))]), False,
+     "gpu_a100,gpu_h100_bigmem"),
+    ("terms-all-allowed", pod(terms=[term(pool_in("cpu_general")), term(pool_in("gpu_t4_offline"))]), True, None),
+    ("terms-second-forbidden", pod(terms=[term(pool_in("cpu_general")), term(pool_in("gpu_h100_bigmem"))]), False,
+     "gpu_h100_bigmem"),
+    ("terms-one-unpinned", pod(terms=[term(pool_in("cpu_general")), term(req(HOST, "In", "gpu-a100-1"))]), False, None),
+    ("two-pool-requirements-one-forbidden", pod(terms=[term(pool_in("cpu_general"), pool_in("gpu_a100"))]), False,
+     "gpu_a100"),
+    ("notin-only", pod(terms=[term(req(POOL_LABEL, "NotIn", "gpu_a100"))]), False, None),
+    ("exists-only", pod(terms=[term(req(POOL_LABEL, "Exists"))]), False, None),
+    ("pinned-and-notin", pod(terms=[term(pool_in("cpu_general", "gpu_t4_offline"), req(POOL_LABEL, "NotIn", "gpu_t4_offline"))]),
+     True, None),
+    ("term-without-expressions", pod(terms=[DAEMONSET_TERM]), False, None),
+    ("daemonset-pod-with-selector", pod({POOL_LABEL: "cpu_general"}, terms=[DAEMONSET_TERM]), True, None),
+    ("selector-allowed-affinity-forbidden", pod({POOL_LABEL: "cpu_general"}, terms=[term(pool_in("gpu_a100"))]), False,
+     "gpu_a100"),
+    ("selector-forbidden-affinity-allowed", pod({POOL_LABEL: "gpu_a100"}, terms=[term(pool_in("cpu_general"))]), False,
+     "gpu_a100"),
+    ("empty-terms", pod(terms=[]), False, None),
+    ("preferred-only", pod(affinity=PREFERRED), False, None),
+    ("pod-anti-affinity-only", pod(affinity=ANTI_AFFINITY), False, None),
+    ("node-affinity-empty", pod(affinity={"nodeAffinity": {}}), False, None),
+    ("selector-with-anti-affinity", pod({POOL_LABEL: "cpu_general"}, affinity=ANTI_AFFINITY), True, None),
+    ("own-priority-class", pod({POOL_LABEL: "cpu_general"}, priority="offline-low"), True, None),
+    ("higher-priority-class", pod({POOL_LABEL: "cpu_general"}, priority="inference-high"), False, None),
+    ("system-priority-class", pod({POOL_LABEL: "cpu_general"}, priority="system-cluster-critical"), False, None),
+]
+
+
+@cache
+def example_namespaces():
+    _, concern = shipped("example")
+    return {ns["metadata"]["name"]: ns for ns in of_kind(concern, "Namespace")}
+
+
+def policy():
+    return tenancy.placement_policy()
+
+
+@pytest.mark.parametrize("case_id, the_pod, admitted, forbidden", CASES, ids=[c[0] for c in CASES])
+def test_batch_pods(case_id, the_pod, admitted, forbidden):
+    verdict = admit(policy(), the_pod, example_namespaces()["batch"])
+    assert verdict.admitted is admitted, verdict.messages
+    if not admitted:
+        assert all(m.strip() for m in verdict.messages)
+    if forbidden is not None:
+        [message] = [m for m in verdict.messages if "may not use pool" in m]
+        assert f"tenant batch may not use pool {forbidden};" in message
+        assert "its pods may use cpu_general, gpu_t4_offline" in message
+    else:
+        assert not any("may not use pool" in m for m in verdict.messages)
+
+
+def test_a_batch_pod_aimed_at_gpu_a100_is_refused_with_how_to_fix():
+    verdict = admit(policy(), pod({POOL_LABEL: "gpu_a100"}), example_namespaces()["batch"])
+    assert verdict == Verdict(False, (
+        "tenant batch may not use pool gpu_a100; its pods may use cpu_general, gpu_t4_offline "
+        f"(spec.nodeSelector or required node affinity on {POOL_LABEL})",))
+
+
+def test_an_unpinned_pod_is_told_how_to_pin():
+    [message] = admit(policy(), pod(), example_namespaces()["batch"]).messages
+    assert message.startswith("pods of tenant batch must choose their node pools among cpu_general, gpu_t4_offline: ")
+    assert f"spec.nodeSelector {POOL_LABEL}: <pool>" in message
+    assert "DaemonSets: use nodeSelector" in message
+
+
+def test_the_priority_messages_name_the_tenants_class():
+    namespaces = example_namespaces()
+    [message] = admit(policy(), pod({POOL_LABEL: "cpu_general"}, priority="inference-high"), namespaces["batch"]).messages
+    assert message == "tenant batch may only use priority class offline-low (or none), not inference-high"
+    classless = copy.deepcopy(namespaces["batch"])
+    del classless["metadata"]["annotations"][tenancy.PRIORITY_CLASS_ANNOTATION]
+    [message] = admit(policy(), pod({POOL_LABEL: "cpu_general"}, priority="offline-low"), classless).messages
+    assert message == "tenant batch has no priority class: leave spec.priorityClassName unset (not offline-low)"
+    assert admit(policy(), pod({POOL_LABEL: "cpu_general"}), classless).admitted
+
+
+def test_the_inference_tenant_uses_its_own_pools_only():
+    namespace = example_namespaces()["inference"]
+    assert admit(policy(), pod({POOL_LABEL: "gpu_a100"}, priority="inference-high"), namespace).admitted
+    assert admit(policy(), pod(terms=[term(pool_in("gpu_a100", "cpu_general"))]), namespace).admitted
+    refused = admit(policy(), pod({POOL_LABEL: "gpu_t4_offline"}), namespace)
+    assert not refused.admitted
+    assert "tenant inference may not use pool gpu_t4_offline;" in refused.messages[0]
+
+
+@pytest.mark.parametrize("annotations", [None, {}, {tenancy.POOLS_ANNOTATION: ""}, {tenancy.POOLS_ANNOTATION: ","},
+                                         {"other": "x"}])
+def test_a_namespace_without_pools_admits_no_pod(annotations):
+    namespace = copy.deepcopy(example_namespaces()["batch"])
+    if annotations is None:
+        del namespace["metadata"]["annotations"]
+    else:
+        namespace["metadata"]["annotations"] = annotations
+    for candidate in (pod({POOL_LABEL: "cpu_general"}), pod(terms=[term(pool_in("cpu_general"))]),
+                      pod(terms=[term(pool_in(""))])):
+        verdict = admit(policy(), candidate, namespace)
+        assert not verdict.admitted
+        assert verdict.messages[0].startswith(
+            f"namespace batch has no pools in its annotation {tenancy.POOLS_ANNOTATION}")
+
+
+@pytest.mark.parametrize("tenant", ["inference", "web", "cache", "training", "batch"])
+def test_every_example_tenant_admits_each_of_its_pools_and_refuses_the_others(tenant):
+    env, _ = shipped("example")
+    namespace = example_namespaces()[tenant]
+    own = set(env.cluster.tenants[tenant].pools)
+    for pool in env.pools:
+        assert admit(policy(), pod({POOL_LABEL: pool}), namespace).admitted is (pool in own), pool
+        assert admit(policy(), pod(terms=[term(pool_in(pool))]), namespace).admitted is (pool in own), pool
+
+
+# Each mutant breaks the rule in one place; the case named must then get another verdict, which shows
+# that the case tests that part of the rule. (text in the expressions, replacement, case id)
+MUTANTS = [
+    ("r.values.all(v, v in variables.allowed)", "true", "affinity-forbidden"),
+    ("r.values.all(v, v in variables.allowed)", "r.values.exists(v, v in variables.allowed)", "affinity-mixed"),
+    ("|| variables.selected in variables.allowed)", "|| true)", "selector-forbidden"),
+    ("variables.poolRequirements.all(rs, rs.size() > 0)", "variables.poolRequirements.exists(rs, rs.size() > 0)",
+     "terms-one-unpinned"),
+    ("variables.poolRequirements.size() > 0 && ", "", "empty-terms"),
+    ("rs.all(r, ", "rs.exists(r, ", "two-pool-requirements-one-forbidden"),
+    ("e.operator == 'In'", "true", "exists-only"),
+    ("variables.selected != '' || ", "true || ", "no-placement"),
+    ("requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms : []",
+     "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms : [{'matchExpressions': "
+     "[{'key': 'k8s-node-pools.io/pool', 'operator': 'In', 'values': ['cpu_general']}]}]", "preferred-only"),
+    ("split(',').filter(p, p != '')", "split(',')", None),  # seen by the empty-annotation namespace below
+    ("object.spec.priorityClassName == variables.priorityClass", "true", "higher-priority-class"),
+    ("has(object.spec.affinity) && ", "", "no-placement"),  # a missing guard: evaluation error
+]
+
+
+def _mutated(old, new):
+    mutant = copy.deepcopy(policy())
+    spec = mutant["spec"]
+    places = [(item, "expression") for item in spec["variables"] + spec["validations"]]
+    hits = [(item, field) for item, field in places if old in item[field]]
+    assert len(hits) == 1 and hits[0][0][hits[0][1]].count(old) == 1, f"{old!r} must occur exactly once"
+    item, field = hits[0]
+    item[field] = item[field].replace(old, new)
+    return mutant
+
+
+def _outcome(a_policy, the_pod, namespace):
+    try:
+        verdict = admit(a_policy, the_pod, namespace)
+    except CelError:
+        return "error"
+    return (verdict.admitted, len(verdict.messages))
+
+
+@pytest.mark.parametrize("old, new, case_id", MUTANTS, ids=[f"{m[2]}:{m[0][:40]}" for m in MUTANTS])
+def test_a_broken_rule_changes_a_verdict(old, new, case_id):
+    mutant = _mutated(old, new)
+    if case_id is None:  # the empty-annotation guard
+        namespace = copy.deepcopy(example_namespaces()["batch"])
+        namespace["metadata"]["annotations"][tenancy.POOLS_ANNOTATION] = ""
+        the_pod = pod(terms=[term(pool_in(""))])
+    else:
+        [(_, the_pod, _, _)] = [c for c in CASES if c[0] == case_id]
+        namespace = example_namespaces()["batch"]
+    assert _outcome(policy(), the_pod, namespace) != _outcome(mutant, the_pod, namespace)
+    assert _outcome(policy(), the_pod, namespace) != "error"
+
+
+def test_the_mutated_policy_admits_the_forbidden_pod():
+    """Spelled out for the case the issue names: without the membership test, batch reaches gpu_a100."""
+    aimed = pod(terms=[term(pool_in("gpu_a100"))])
+    batch = example_namespaces()["batch"]
+    assert not admit(policy(), aimed, batch).admitted
+    assert admit(_mutated("r.values.all(v, v in variables.allowed)", "true"), aimed, batch).admitted
+    aimed = pod({POOL_LABEL: "gpu_a100"})
+    assert not admit(policy(), aimed, batch).admitted
+    assert admit(_mutated("|| variables.selected in variables.allowed)", "|| true)"), aimed, batch).admitted
+
+
+# ---------------------------------------------------------------- the CEL stays within Kubernetes 1.30
+
+# Kubernetes 1.30 compiles new expressions in its CEL environment for 1.29: the standard library and
+# macros, the strings extension v2, sets, and its own lists/regex/URL/quantity/IP/CIDR libraries. The
+# policy needs only these; cel-expr-python knows more (math, encoders...), so the names are pinned here.
+K8S_130_FUNCTIONS_USED = {"has", "size", "all", "exists", "filter", "map", "split", "join"}
+
+
+def _expressions():
+    spec = policy()["spec"]
+    yield from (v["expression"] for v in spec["variables"])
+    for validation in spec["validations"]:
+        yield validation["expression"]
+        yield validation["messageExpression"]
+
+
+def _without_strings(expression):
+    return re.sub(r"'(?:[^'\\]|\\.)*'", "''", expression)
+
+
+def test_the_expressions_call_only_what_kubernetes_1_30_offers():
+    called = set()
+    for expression in _expressions():
+        called |= set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", _without_strings(expression)))
+    assert called <= K8S_130_FUNCTIONS_USED, called - K8S_130_FUNCTIONS_USED
+
+
+def test_the_expressions_read_only_object_namespace_and_earlier_variables():
+    spec = policy()["spec"]
+    defined: list[str] = []
+    for variable in spec["variables"]:
+        used = set(re.findall(r"variables\.([A-Za-z]+)", _without_strings(variable["expression"])))
+        assert used <= set(defined), f"{variable['name']} reads {used - set(defined)} before it is defined"
+        defined.append(variable["name"])
+    for expression in _expressions():
+        _compiled(expression)  # type-checked against object, namespaceObject and variables only
+        roots = set(re.findall(r"(?<![.\w])(object|oldObject|namespaceObject|request|params|authorizer)\b",
+                               _without_strings(expression)))
+        assert roots <= {"object", "namespaceObject"}
+    with pytest.raises(Exception, match="undeclared reference"):
+        CEL.compile("oldObject.spec.nodeSelector")
