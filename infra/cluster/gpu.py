@@ -28,7 +28,8 @@ from typing import Any
 
 import yaml
 
-from infra.cluster.nodes import device_plugin_config_name
+from infra.cluster.nodes import MIG_DISABLED, device_plugin_config_name
+from infra.cluster.nodes import mig_config_name as node_mig_config_name
 from infra.cluster.objects import Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import gpu_pools, on_pools
 from infra.knowledge import Image, chart_values, versions
@@ -51,7 +52,6 @@ are DNS labels (no '.'), so this name never collides with a pool's. It is `mixed
 whole cards where MIG is off, the cards' real MIG instances where it is on, never a replicated card,
 so a node that lost its label still advertises only hardware-isolated resources."""
 
-MIG_DISABLED = "all-disabled"
 """The mig-parted config for GPU pools that do not use MIG: a card left in MIG mode by an earlier
 pool would otherwise be advertised (strategy none) as a whole nvidia.com/gpu that no CUDA program can
 use. mig-parted skips cards without MIG, so it is safe on a T4."""
@@ -155,9 +155,7 @@ def device_plugin_values(env: Environment) -> Obj:
 def mig_config_name(pool: Pool) -> str | None:
     """The mig-parted config a pool's hosts apply: its mig_config, all-disabled for other GPU pools,
     None for pools without GPUs (mig-parted does not run there)."""
-    if not pool.vars.is_gpu:
-        return None
-    return pool.vars.sharing.mig_config if pool.vars.sharing.mode == "mig" else MIG_DISABLED
+    return node_mig_config_name(pool) if pool.vars.is_gpu else None
 
 
 def mig_parted_config(env: Environment) -> Obj:
@@ -246,6 +244,9 @@ def mig_parted_config_map(env: Environment) -> Obj:
     return obj("v1", "ConfigMap", MIG_PARTED_CONFIG_MAP, GPU_NAMESPACE, data={MIG_PARTED_KEY: mig_parted_text(env)})
 
 
+DEVICE_PLUGIN_FILE = "device-plugin-configs.yaml"  # every named config, as the release's config.map holds them
+
+
 def build(view: Resolved) -> Concern:
     """The GPU namespace, the mig-parted ConfigMap, the device plugin and dcgm-exporter releases;
     nothing when the spec has no GPU pool (an affinity onto no pool is not a valid object)."""
@@ -257,7 +258,7 @@ def build(view: Resolved) -> Concern:
         objects=[namespace(), mig_parted_config_map(env)],
         releases=[HelmRelease(DEVICE_PLUGIN, GPU_NAMESPACE, DEVICE_PLUGIN, device_plugin_values(env)),
                   HelmRelease(DCGM_EXPORTER, GPU_NAMESPACE, DCGM_EXPORTER, dcgm_exporter_values(env))],
-        files={MIG_PARTED_FILE: mig_parted_text(env)},
+        files={MIG_PARTED_FILE: mig_parted_text(env), DEVICE_PLUGIN_FILE: _yaml(device_plugin_configs(env))},
     )
 
 

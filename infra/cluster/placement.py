@@ -19,12 +19,17 @@ CONTROL_PLANE_TOLERATION: Obj = {"key": "node-role.kubernetes.io/control-plane",
 
 
 def tolerations(pools: Iterable[Pool]) -> list[Obj]:
-    """One toleration per distinct (key, effect) among the pools' taints, any value."""
-    seen: dict[tuple[str, str], Obj] = {}
+    """Exactly the pools' taints, tolerated one by one: key, value and effect (Exists only for a taint
+    without a value), so tolerating gpu_h100_bigmem's `workload-profile=gpu-training` does not also admit
+    the agent to a pool tainted `workload-profile=gpu-offline`."""
+    seen: dict[tuple[str, str, str], Obj] = {}
     for pool in pools:
         for taint in pool_taints(pool):
-            seen.setdefault((taint["key"], taint["effect"]), {"key": taint["key"], "operator": "Exists",
-                                                              "effect": taint["effect"]})
+            value = taint.get("value", "")
+            toleration: Obj = {"key": taint["key"], "operator": "Equal", "value": value, "effect": taint["effect"]}
+            if not value:
+                toleration = {"key": taint["key"], "operator": "Exists", "effect": taint["effect"]}
+            seen.setdefault((taint["key"], value, taint["effect"]), toleration)
     return [seen[k] for k in sorted(seen)]
 
 

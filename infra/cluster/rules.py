@@ -654,13 +654,18 @@ DEFINITION_CHECKS: dict[str, tuple[Check, ...]] = _merge(
 
 
 def check_network_attachment_definition(obj: Any, path: Path, report: Report) -> None:
-    """spec.config is a CNI configuration as a JSON string: cniVersion, and a plugin type or a plugin list."""
+    """spec.config is a CNI configuration as a JSON string: cniVersion, and a plugin type or a plugin list.
+
+    Without spec.config Multus reads the configuration named like the object from each node's
+    /etc/cni/multus/net.d (per-node IPAM ranges need that); an empty string is neither."""
     spec = obj.get("spec") if isinstance(obj, Mapping) else None
     config = spec.get("config") if isinstance(spec, Mapping) else None
     where = (*path, "spec", "config")
-    if config is None or config == "":
-        report(where, "a CNI configuration (JSON) is required: this project does not use configuration files on "
-                      "the nodes")
+    if config is None:
+        return
+    if config == "":
+        report(where, "is empty: give a CNI configuration (JSON), or leave spec.config out so that Multus reads "
+                      "the node's configuration file of this name")
         return
     if not isinstance(config, str):
         return

@@ -28,6 +28,7 @@ from infra.cluster.nodes import (
     device_plugin_config_name,
     host_labels,
     pool_labels,
+    pool_taints,
 )
 from infra.cluster.objects import Concern, HelmRelease, key
 from infra.cluster.placement import gpu_pools, on_pools
@@ -150,13 +151,11 @@ def label_problems(view: Resolved, concern: Concern) -> list[str]:
 def placement_problems(view: Resolved, values: dict[str, Any]) -> list[str]:
     """Pod placement values that do not put the DaemonSet on exactly the GPU pools."""
     pools = gpu_pools(view.env)
-    want_taints = {(t["key"], t["effect"]) for pool in pools for t in on_pools([pool])["tolerations"]}
-    got_taints = {(t["key"], t["effect"]) for t in values["tolerations"]}
+    want_taints = {(t["key"], t.get("value", ""), t["effect"]) for pool in pools for t in pool_taints(pool)}
+    got_taints = {(t["key"], t.get("value", ""), t["effect"]) for t in values["tolerations"]}
     problems = []
     if got_taints != want_taints:
         problems.append(f"tolerates {sorted(got_taints)}, GPU pools taint {sorted(want_taints)}")
-    if any(t.get("operator") != "Exists" for t in values["tolerations"]):
-        problems.append("a toleration matches one taint value only")
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     selected = {(e["key"], e["operator"], tuple(e["values"])) for term in terms for e in term["matchExpressions"]}
     want = {(POOL_LABEL, "In", tuple(sorted(pool.name for pool in pools)))}
@@ -482,8 +481,8 @@ def test_placement_missing_a_pool_or_its_taint_is_caught(inventory, write):
     stale = on_pools([view.env.pools["gpu"]])
     stale["affinity"] = on_pools(gpu_pools(view.env))["affinity"]
     assert placement_problems(view, stale) == [
-        "tolerates [('nvidia.com/gpu', 'NoSchedule')], GPU pools taint "
-        "[('nvidia.com/gpu', 'NoSchedule'), ('workload-profile', 'NoSchedule')]"]
+        "tolerates [('nvidia.com/gpu', 'present', 'NoSchedule')], GPU pools taint "
+        "[('nvidia.com/gpu', 'present', 'NoSchedule'), ('workload-profile', 'offline', 'NoSchedule')]"]
 
 
 def defaults(component: str) -> dict[str, Any]:

@@ -15,6 +15,8 @@ from infra.spec import load_environment
 PROJECT = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
 STACKS = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))
 KEY = f"{PROJECT['name']}:inventory"
+KUBECONFIG = f"{PROJECT['name']}:kubeconfig"
+CLUSTER = {"kubeconfig": "/nonexistent/kubeconfig"}  # the provider reads it only against a real cluster
 
 
 def _as_text(value):
@@ -73,22 +75,31 @@ def _deprecation_warnings(caplog):
 def test_each_shipped_stack_runs_and_exports_its_inventorys_plan(stack, monkeypatch, caplog):
     stack_file = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())
     config = cli_config(stack_file["config"])
-    assert config == {KEY: f"inventories/{stack}"}
-    plan = run_program(monkeypatch, config)["plan"]
+    assert config[KEY] == f"inventories/{stack}" and config[KUBECONFIG]
+    assert config[f"{PROJECT['name']}:helmReleases"] == "true"  # Pulumi.yaml's default
+    exports = run_program(monkeypatch, config)
+    plan = exports["plan"]
     assert plan["environment"] == stack
     assert plan["pools"] and plan == build_plan(load_environment(ROOT / "inventories" / stack))
+    assert {"nodes", "tenancy", "networking", "storage", "gpu", "scheduling"} <= set(exports["cluster"])
     assert _deprecation_warnings(caplog) == []
 
 
+def test_a_stack_without_a_kubeconfig_fails_instead_of_using_the_ambient_one(monkeypatch):
+    with pytest.raises(pulumi.ConfigMissingError) as missing:
+        run_program(monkeypatch, cli_config({KEY: "inventories/sandbox"}))
+    assert missing.value.key == KUBECONFIG
+
+
 def test_the_example_stack_plans_its_five_pools(monkeypatch):
-    plan = run_program(monkeypatch, cli_config({KEY: "inventories/example"}))["plan"]
+    plan = run_program(monkeypatch, cli_config({KEY: "inventories/example", **CLUSTER}))["plan"]
     assert {p["name"] for p in plan["pools"]} == {
         "cpu_general", "mem_cache", "gpu_a100", "gpu_t4_offline", "gpu_h100_bigmem"}
 
 
 def test_a_bare_inventory_key_in_a_stack_file_is_the_projects(monkeypatch):
-    config = cli_config({"inventory": "inventories/sandbox"})
-    assert config == {KEY: "inventories/sandbox"}
+    config = cli_config({"inventory": "inventories/sandbox", **CLUSTER})
+    assert config[KEY] == "inventories/sandbox"
     assert run_program(monkeypatch, config)["plan"]["environment"] == "sandbox"
 
 
@@ -103,7 +114,7 @@ def test_a_stack_without_the_inventory_setting_fails_with_pulumis_missing_config
 
 
 def test_the_deprecated_infra_inventory_is_still_read_with_a_warning_naming_the_new_key(monkeypatch, caplog):
-    plan = run_program(monkeypatch, cli_config({"infra:inventory": "inventories/sandbox"}))["plan"]
+    plan = run_program(monkeypatch, cli_config({"infra:inventory": "inventories/sandbox", **CLUSTER}))["plan"]
     assert plan["environment"] == "sandbox"
     [warning] = _deprecation_warnings(caplog)
     assert warning.startswith(f"infra:inventory is deprecated: name the inventory as {KEY} in Pulumi.test.yaml")
@@ -111,7 +122,7 @@ def test_the_deprecated_infra_inventory_is_still_read_with_a_warning_naming_the_
 
 
 def test_the_new_key_wins_over_the_deprecated_one_which_is_reported_as_ignored(monkeypatch, caplog):
-    config = cli_config({"infra:inventory": "inventories/sandbox", KEY: "inventories/example"})
+    config = cli_config({"infra:inventory": "inventories/sandbox", KEY: "inventories/example", **CLUSTER})
     assert run_program(monkeypatch, config)["plan"]["environment"] == "example"
     [warning] = _deprecation_warnings(caplog)
     assert warning.startswith(f"infra:inventory is deprecated and ignored: {KEY} is set")
@@ -120,7 +131,7 @@ def test_the_new_key_wins_over_the_deprecated_one_which_is_reported_as_ignored(m
 def test_a_spec_with_errors_named_by_the_stack_declares_nothing(monkeypatch, inventory, write):
     inventory["group_vars"]["gpu"]["node_taints"] = []
     with pytest.raises(pulumi.RunError, match="preflight found errors"):
-        run_program(monkeypatch, cli_config({KEY: str(write(inventory))}))
+        run_program(monkeypatch, cli_config({KEY: str(write(inventory)), **CLUSTER}))
     assert pulumi.runtime.get_root_resource().outputs == {}
 
 

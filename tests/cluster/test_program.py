@@ -54,17 +54,38 @@ def tolerations_in(value: Any) -> Iterator[list]:
 
 
 def tolerates(tolerations: list, taint: dict) -> bool:
-    return any(t.get("operator") == "Exists" and not t.get("key") or
+    return any((t.get("operator") == "Exists" and not t.get("key")) or
                (t.get("key") == taint["key"] and t.get("effect") in (None, "", taint["effect"]) and
                 (t.get("operator") == "Exists" or t.get("value") == taint.get("value")))
                for t in tolerations)
 
 
+def affinity_pools(value: Any) -> set[str] | None:
+    """The pools a resource's required node affinity on the pool label allows (None: no such affinity)."""
+    found: set[str] | None = None
+    if isinstance(value, dict):
+        if value.get("key") == node_labels.POOL_LABEL and value.get("operator") == "In":
+            return set(value.get("values", []))
+        items = value.values()
+    elif isinstance(value, list):
+        items = value
+    else:
+        return None
+    for inner in items:
+        pools = affinity_pools(inner)
+        if pools is not None:
+            found = pools if found is None else found | pools
+    return found
+
+
 def tolerated_pools(env: Environment, inputs: dict) -> set[str]:
-    """Pools whose every repelling taint some tolerations list of the resource tolerates."""
+    """Pools a resource's pods can reach: every repelling taint tolerated, and its pool-label affinity allows it."""
     lists = list(tolerations_in(inputs))
+    allowed = affinity_pools(inputs)
     found = set()
     for pool in env.pools.values():
+        if allowed is not None and pool.name not in allowed:
+            continue
         taints = [t for t in node_labels.pool_taints(pool) if t["effect"] in ("NoSchedule", "NoExecute")]
         if taints and any(all(tolerates(ts, taint) for taint in taints) for ts in lists):
             found.add(pool.name)
@@ -101,8 +122,11 @@ def gpu_pools_tolerated_by_others(env: Environment, registered) -> list[str]:
             continue
         pools = tolerated_pools(env, r.inputs)
         name = r.inputs.get("name") if r.typ == RELEASE else r.name
-        needed = (pools == set(env.pools) or name in GPU_AGENTS and pools <= gpu
-                  or pools <= rdma or pools <= local)
+        tainted = {p.name for p in env.pools.values() if p.vars.node_taints}
+        needed = (pools == tainted  # an agent of every node
+                  or (name in GPU_AGENTS and pools <= gpu)
+                  or ("/rdma-shared-dp-" in str(name) and pools <= rdma)
+                  or (r.typ == RELEASE and str(name).startswith("local-") and pools <= local))
         if pools & gpu and not needed:
             bad.append(f"{r.typ} {name} tolerates {sorted(pools & gpu)}")
     return bad
@@ -262,7 +286,7 @@ def test_a_workload_that_tolerates_gpu_pools_is_caught(mocks):
     env = shipped("example")
     registered = declared(mocks, env.path)
     [volcano] = [r for r in of_type(registered, "Release") if r.inputs["name"] == "volcano"]
-    volcano.inputs["values"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    volcano.inputs["values"] = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
     assert gpu_pools_tolerated_by_others(env, registered) == [f"{RELEASE} volcano tolerates ['gpu_a100']"]
 
 

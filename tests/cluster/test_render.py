@@ -7,6 +7,7 @@ and review the diff."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ def test_the_render_matches_the_golden_files(env_name):
     result = render(load_environment(ROOT / "inventories" / env_name))
     assert result.problems == []
     if os.environ.get("UPDATE_GOLDEN"):
+        shutil.rmtree(GOLDEN / env_name, ignore_errors=True)
         write_render(result, GOLDEN / env_name)
         (GOLDEN / env_name / MARKER).unlink()
     assert golden_files(env_name) == result.files
@@ -83,7 +85,8 @@ def test_an_invalid_object_fails_the_render_and_writes_nothing(tmp_path, monkeyp
 
     def broken(view):
         built = real(view)
-        built[0].objects[0]["spec"]["taints"] = [{"key": "nvidia.com/gpu", "effect": "NoScheduel"}]
+        [nodes] = [c for c in built if c.name == "nodes"]
+        nodes.objects[0]["spec"]["taints"] = [{"key": "nvidia.com/gpu", "effect": "NoScheduel"}]
         return built
 
     monkeypatch.setattr(render_module, "build_concerns", broken)

@@ -452,8 +452,8 @@ OWN_CASES = [
     ("NAD plugin without a type", obj_with("NetworkAttachmentDefinition", lambda n: n["spec"].update(
         config='{"cniVersion": "1.0.0", "plugins": [{"mtu": 9000}]}'), "sriov-net"), "spec.config",
      "plugins[0] must be an object with a type"),
-    ("NAD without config", obj_with("NetworkAttachmentDefinition", lambda n: n.pop("spec"), "rdma-net"), "spec.config",
-     "a CNI configuration (JSON) is required"),
+    ("NAD with an empty config", obj_with("NetworkAttachmentDefinition", lambda n: n["spec"].update(config=""),
+                                          "rdma-net"), "spec.config", "is empty"),
     ("Queue negative capability", obj_with("Queue", lambda q: q["spec"]["capability"].update({"hugepages-1Gi": "-1Gi"})),
      "spec.capability.hugepages-1Gi", "'-1Gi' must be greater than or equal to 0"),
     ("Queue fractional GPU", obj_with("Queue", lambda q: q["spec"]["capability"].update({"nvidia.com/gpu": "32.5"})),

@@ -286,15 +286,20 @@ def test_every_stack_names_a_shipped_inventory_in_the_projects_namespace():
     assert STACKS == SHIPPED
     for stack in STACKS:
         config = yaml.safe_load((ROOT / f"Pulumi.{stack}.yaml").read_text())["config"]
-        assert config == {f"{PROJECT['name']}:inventory": f"inventories/{stack}"}
+        assert config[f"{PROJECT['name']}:inventory"] == f"inventories/{stack}"
+        assert config[f"{PROJECT['name']}:kubeconfig"]  # explicit, never the ambient ~/.kube/config
 
 
 def test_the_project_declares_the_inventory_setting_without_a_default():
     assert PROJECT["name"] == "k8s-node-pools"  # the tests' Pulumi mocks run as this project
     assert PROJECT["runtime"]["options"]["virtualenv"] == ".venv"  # what ./dev.sh creates
-    assert PROJECT["config"] == {"inventory": {
-        "type": "string", "description": PROJECT["config"]["inventory"]["description"]}}  # no default: each
-    # stack file names its own, and the CLI stops a stack that does not (see the missing-value case below)
+    declared = PROJECT["config"]
+    # no default for the inventory and the kubeconfig: each stack file names its own, and the CLI stops a
+    # stack that does not (see the missing-value case below)
+    for key in ("inventory", "kubeconfig"):
+        assert declared[key] == {"type": "string", "description": declared[key]["description"]}
+    assert declared["context"]["default"] == "" and declared["helmReleases"]["default"] is True
+    assert set(declared) == {"inventory", "kubeconfig", "context", "helmReleases"}
 
 
 def test_the_preview_workflow_covers_every_stack_with_the_pinned_cli():
@@ -452,5 +457,6 @@ def test_missing_settings_are_listed_together():
 def test_an_old_stack_file_naming_only_infra_inventory_is_stopped_by_the_cli_itself():
     """Pulumi.yaml requires `inventory`, so `pulumi up` stops such a stack before the program (and its
     deprecated-name fallback) runs; only `--skip-config-validation` lets the program read the old key."""
-    assert stack_errors(PROJECT, "sandbox", {"config": {"infra:inventory": "inventories/sandbox"}}) == [
+    config = {"infra:inventory": "inventories/sandbox", "k8s-node-pools:kubeconfig": "x"}
+    assert stack_errors(PROJECT, "sandbox", {"config": config}) == [
         "Stack 'sandbox' is missing configuration value 'inventory'"]
