@@ -1,6 +1,7 @@
 """The command line as a user and a CI job meet it: exit codes, messages, JSON, help."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -68,20 +69,24 @@ def test_plan_prints_warnings_on_stderr_and_the_plan_alone_on_stdout(inventory, 
     assert "POOL-MEMORY-TAINT" not in result.stdout
 
 
-def test_run_shows_each_stage_and_each_finding_once(inventory, write):
+def test_run_shows_each_stage_and_each_finding_once(inventory, write, tmp_path):
     inventory["group_vars"]["mem"]["node_taints"] = []
-    result = run("run", str(write(inventory)))
-    assert result.returncode == 0, result.stdout
+    work = tmp_path / "work"
+    work.mkdir()
+    result = subprocess.run([sys.executable, "-m", "infra", "run", str(write(inventory))], capture_output=True,
+                            text=True, cwd=work, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("POOL-MEMORY-TAINT") == 1
-    assert "==> [1/2] check" in result.stdout and "==> [2/2] plan" in result.stdout
-    assert "<== plan done in" in result.stdout and "main job done: 2 stages" in result.stdout
+    assert "==> [1/3] check" in result.stdout and "==> [2/3] plan" in result.stdout
+    assert "==> [3/3] render" in result.stdout and "main job done: 3 stages" in result.stdout
+    assert (work / "build" / "render" / "env0" / "nodes.yaml").is_file()
 
 
 def test_run_stops_at_the_failing_stage(inventory, write):
     inventory["group_vars"]["gpu"]["node_taints"] = []
     result = run("run", str(write(inventory)))
     assert result.returncode == 1
-    assert "<== check FAILED" in result.stdout and "[2/2] plan" not in result.stdout
+    assert "<== check FAILED" in result.stdout and "[2/3] plan" not in result.stdout
 
 
 def test_plan_refuses_a_spec_with_errors(inventory, write):
