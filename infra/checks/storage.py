@@ -28,8 +28,9 @@ STORAGE_CAPACITY = rule(
 )
 STORAGE_DEFAULT = rule(
     "STORAGE-DEFAULT", "error",
-    "More than one default storage class: which one a claim without a class gets depends on the version.",
-    "Mark exactly one class default: true.",
+    "Not exactly one default storage class: with two, which one a claim without a class gets depends on the "
+    "version; with several and none, such claims stay Pending (and guessing one could pin pods to a local disk).",
+    "Mark exactly one class default: true (a single class is the default without it).",
 )
 
 
@@ -53,6 +54,9 @@ def check(view: Resolved, report: Report) -> None:
     defaults = [name for name, storage_class in classes.items() if storage_class.default]
     if len(defaults) > 1:
         report.add(STORAGE_DEFAULT, source, "storage_classes", f"{', '.join(defaults)} are all marked default")
+    elif not defaults and len(classes) > 1:
+        report.add(STORAGE_DEFAULT, source, "storage_classes",
+                   f"none of {', '.join(sorted(classes))} is marked default")
     for name, storage_class in classes.items():
         if storage_class.type == "local":
             if storage_class.volume_binding_mode != "WaitForFirstConsumer":

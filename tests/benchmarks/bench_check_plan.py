@@ -57,7 +57,10 @@ def generate(folder: Path, nodes: int) -> Path:
                    reserved_networks={"machine-room": "10.16.0.0/12"})
     (folder / "group_vars" / "all.yml").write_text(yaml.safe_dump(cluster))
     for pool in SHARES:
-        (folder / "group_vars" / f"{pool}.yml").write_text((EXAMPLE / "group_vars" / f"{pool}.yml").read_text())
+        pool_vars = yaml.safe_load((EXAMPLE / "group_vars" / f"{pool}.yml").read_text())
+        if "rdma_network" in pool_vars:  # one RDMA fabric wide enough to give every GPU host its slice
+            pool_vars["rdma_network"]["cidr"] = "172.16.0.0/12"
+        (folder / "group_vars" / f"{pool}.yml").write_text(yaml.safe_dump(pool_vars))
     return folder
 
 

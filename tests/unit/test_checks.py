@@ -105,6 +105,14 @@ def control_plane(count, **host_vars):
     return mutate
 
 
+def rename_tenant(old, new):
+    def mutate(data):
+        tenants = cluster(data)["tenants"]
+        tenants[new] = tenants.pop(old)
+
+    return mutate
+
+
 def priority_class(name):
     def mutate(data):
         cluster(data)["priority_classes"][name] = {"value": 5}
@@ -302,6 +310,9 @@ CASES = [
      both(set_in("mem.hugepages", {"1Gi": 3}), quota("cache", "requests.hugepages-1Gi", "3Gi"))),
     ("QUOTA-OVERSUBSCRIBED", both(quota("svc", "requests.cpu", 20), second_cpu_tenant(12)),
      both(quota("svc", "requests.cpu", 20), second_cpu_tenant(11))),
+    # tenancy refuses a tenant that would take over a namespace Kubernetes owns
+    ("CLUSTER-BUILD", rename_tenant("svc", "default"), rename_tenant("svc", "defaults")),
+    ("CLUSTER-BUILD", rename_tenant("svc", "kube-system"), rename_tenant("svc", "system-kube")),
     ("STORAGE-LOCAL-BINDING", set_in("all.storage_classes.local.volume_binding_mode", "Immediate"),
      set_in("all.storage_classes.local.volume_binding_mode", "WaitForFirstConsumer")),
     ("STORAGE-NO-DISKS", set_in("all.storage_classes.local.pools", ["mem", "cpu"]),
@@ -311,6 +322,8 @@ CASES = [
      quota("infer", "nfs.storageclass.storage.k8s.io/requests.storage", "10Ti")),
     ("STORAGE-CAPACITY", quota("cache", "local.storageclass.storage.k8s.io/requests.storage", "101Gi"),
      quota("cache", "local.storageclass.storage.k8s.io/requests.storage", "100Gi")),
+    ("STORAGE-DEFAULT", set_in("all.storage_classes.nfs.default", False),
+     both(set_in("all.storage_classes.nfs.default", False), set_in("all.storage_classes.local.default", True))),
     ("STORAGE-DEFAULT", set_in("all.storage_classes.local.default", True),
      both(set_in("all.storage_classes.local.default", True), set_in("all.storage_classes.nfs.default", False))),
 ]
