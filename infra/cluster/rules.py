@@ -56,31 +56,25 @@ _NAME_PART_WORDS = ("must consist of alphanumeric characters, '-', '_' or '.', "
                     "and must start and end with an alphanumeric character")
 
 
-def dns1123_subdomain(value: str) -> list[str]:
+def _name_problems(value: str, limit: int, pattern: re.Pattern[str], words: str) -> list[str]:
     problems = []
-    if len(value) > DNS1123_SUBDOMAIN_MAX:
-        problems.append(f"must be no more than {DNS1123_SUBDOMAIN_MAX} characters")
-    if not _DNS1123_SUBDOMAIN.fullmatch(value):
-        problems.append(_SUBDOMAIN_WORDS)
+    if len(value) > limit:
+        problems.append(f"must be no more than {limit} characters")
+    if not pattern.fullmatch(value):
+        problems.append(words)
     return problems
+
+
+def dns1123_subdomain(value: str) -> list[str]:
+    return _name_problems(value, DNS1123_SUBDOMAIN_MAX, _DNS1123_SUBDOMAIN, _SUBDOMAIN_WORDS)
 
 
 def dns1123_label(value: str) -> list[str]:
-    problems = []
-    if len(value) > DNS1123_LABEL_MAX:
-        problems.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
-    if not _DNS1123_LABEL.fullmatch(value):
-        problems.append(_LABEL_WORDS)
-    return problems
+    return _name_problems(value, DNS1123_LABEL_MAX, _DNS1123_LABEL, _LABEL_WORDS)
 
 
 def dns1035_label(value: str) -> list[str]:
-    problems = []
-    if len(value) > DNS1123_LABEL_MAX:
-        problems.append(f"must be no more than {DNS1123_LABEL_MAX} characters")
-    if not _DNS1035_LABEL.fullmatch(value):
-        problems.append(_DNS1035_WORDS)
-    return problems
+    return _name_problems(value, DNS1123_LABEL_MAX, _DNS1035_LABEL, _DNS1035_WORDS)
 
 
 def path_segment_name(value: str) -> list[str]:
