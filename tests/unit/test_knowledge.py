@@ -266,3 +266,14 @@ def test_every_profile_has_a_valid_distinct_resource_name(model):
     names = [mig_resource_name(profile) for profile in gpu_models()[model].mig.profiles]
     assert all(RESOURCE_NAME.match(name) for name in names), names
     assert len(set(names)) == len(names)
+
+
+def test_the_mig_profile_rules_example_is_true():
+    """GPU-MIG-PROFILE's text names a profile of one card that the other card lacks: check it against the data."""
+    from infra.checks import RULES
+
+    guards = RULES["GPU-MIG-PROFILE"].guards
+    assert "2g.20gb is an A100-80GB profile" in guards and "A100-40GB's is 2g.10gb" in guards
+    profiles = {model: set(gpu_models()[model].mig.profiles) for model in ("A100-80GB", "A100-40GB")}
+    assert "2g.20gb" in profiles["A100-80GB"] and "2g.20gb" not in profiles["A100-40GB"]
+    assert "2g.10gb" in profiles["A100-40GB"]

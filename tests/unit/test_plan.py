@@ -142,3 +142,11 @@ def test_control_plane_kubelets_take_pod_cidr_blocks(inventory, plan):
     add_control_plane(inventory, {"cp-1": {"zone": "a"}, "cp-2": {"zone": "b"}, "gpu-1": {}}, etcd={"etcd-1": {}})
     network = plan(inventory)["network"]
     assert network["nodes"] == 5 + 2  # gpu-1 is already a pool node; the etcd-only host runs no kubelet
+
+
+def test_the_sandbox_exercises_a_mig_pool():
+    from inventory_builder import ROOT
+
+    sandbox = build_plan(load_environment(ROOT / "inventories" / "sandbox"))
+    mig = [p for p in sandbox["pools"] if (p["gpu_sharing"] or "").startswith("mig")]
+    assert mig and any(name.startswith("nvidia.com/mig-") for p in mig for name in p["gpu_resources"])
