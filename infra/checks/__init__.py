@@ -8,12 +8,12 @@ typo yields one finding, not a cascade. Findings print in that order too: causes
 
 from __future__ import annotations
 
-from infra.checks import gpu, network, pools, references, storage, tenants
+from infra.checks import gpu, network, pools, references, storage, tenants, workloads
 from infra.checks.base import RULES, Finding, Report, Rule
 from infra.resolve import resolve
 from infra.spec import Environment
 
-CHECKS = (references.check, pools.check, gpu.check, network.check, tenants.check, storage.check)
+CHECKS = (references.check, pools.check, gpu.check, network.check, tenants.check, storage.check, workloads.check)
 
 
 def run_checks(env: Environment) -> list[Finding]:
