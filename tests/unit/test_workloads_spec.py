@@ -151,3 +151,63 @@ def test_memory_picks_the_smallest_device_with_enough_memory_mig_first():
     assert resolve_gpu(GpuNeed(type="memory", memory_gib=41), offers) == "nvidia.com/mig-7g.80gb"
     assert resolve_gpu(GpuNeed(type="memory", memory_gib=40, model="A100-40GB"), offers) == "nvidia.com/gpu"
     assert resolve_gpu(GpuNeed(type="memory", memory_gib=81), offers) is None
+
+
+# ---------------------------------------------------------------- one cause, one finding
+
+
+@pytest.mark.parametrize("cause, mutate", [
+    ("GPU-MIG-PROFILE", lambda data: data["group_vars"]["gpu"]["gpu_sharing"].update(mig_devices={"1g.5gb": 7})),
+    ("REF-POOL", lambda data: data["group_vars"]["all"]["tenants"]["infer"].update(pools=["gpx"])),
+    ("REF-MACHINE", lambda data: data["group_vars"]["gpu"].update(machine="nosuch")),
+])
+def test_a_broken_pool_is_reported_once_not_again_for_its_workloads(inventory, findings, cause, mutate):
+    with_workloads(inventory, {"infer": {"llm": {"replicas": 1, "gpu": {"type": "mig", "profile": "1g.10gb"}}}})
+    mutate(inventory)
+    assert [f.code for f in findings(inventory)] == [cause]
+
+
+def test_an_unknown_tenant_is_reported_once_for_all_its_workloads(inventory, findings):
+    with_workloads(inventory, {"ghost": {"a": {"replicas": 1, "priority_class": "nope"}, "b": {"replicas": 2}}})
+    [finding] = findings(inventory)
+    assert (finding.code, finding.field) == ("WORKLOAD-TENANT", "workloads.ghost")
+    assert "2 workload(s)" in finding.message
+
+
+def test_workload_findings_name_the_file_that_holds_them(inventory, write):
+    from infra.checks import run_checks
+
+    cluster = inventory["group_vars"].pop("all")
+    path = write(inventory)
+    write_text(path, "group_vars/all/cluster.yml", yaml.safe_dump(cluster))
+    write_text(path, "group_vars/all/workloads.yml",
+               yaml.safe_dump({"workloads": {"svc": {"web": {"replicas": 1, "priority_class": "nope"}}}}))
+    [finding] = run_checks(load_environment(path))
+    assert finding.file == f"{path}/group_vars/all/workloads.yml"
+    assert finding.field == "workloads.svc.web.priority_class"
+
+
+WRONG = [None, "", "x", -1, 0, 10**12, 1.5, True, [], ["x"], {}, {"x": "y"}]
+FIELDS = ["kind", "replicas", "requests", "limits", "gpu", "gang", "numa_aligned", "storage", "priority_class",
+          "description"]
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_wrong_values_in_a_workload_are_refused_or_checked_never_crash(inventory, write, field):
+    from infra.checks import has_errors, run_checks
+    from infra.fit import fit
+
+    for value in WRONG:
+        base = {"kind": "job", "replicas": 2, "gang": 2, "requests": {"cpu": "1"},
+                "gpu": {"type": "mig", "profile": "1g.10gb"}, "storage": {"storage_class": "nfs", "size": "1Gi"}}
+        for nested in ("requests", "gpu", "storage"):
+            if field == nested and isinstance(value, dict):
+                value = {**base[nested], **value}
+        base[field] = value
+        try:
+            env = load_environment(write(with_workloads(inventory, {"infer": {"w": base}})))
+        except SpecError as error:
+            assert error.problems
+            continue
+        if not has_errors(run_checks(env)):
+            fit(env)
