@@ -17,6 +17,7 @@ Elasticsearch do.
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
@@ -224,23 +225,28 @@ def place(env: Environment, n_minus_1: bool = True) -> Result:
     outcome.bound, outcome.unschedulable, outcome.claims = placed.bound, placed.unschedulable, placed.claims
     losses = {}
     if n_minus_1:
-        by_key = {key_of(pod): pod for pod in admitted}
+        order = {key_of(pod): n for n, pod in enumerate(admitted)}
+        gangs: dict[str, list[str]] = defaultdict(list)
+        gang_of = {}
+        for pod in admitted:
+            group = pod["metadata"].get("annotations", {}).get(GROUP_ANNOTATION)
+            if group:
+                gang_of[key_of(pod)] = f"{pod['metadata']['namespace']}/{group}"
+                gangs[gang_of[key_of(pod)]].append(key_of(pod))
         for pool in env.pools:
             lost = _biggest(cluster, nodes, pool)
             if lost is None:
                 continue
             trial = cluster.clone()
-            evicted = trial.remove_node(lost)
-            groups = {pod["metadata"].get("annotations", {}).get(GROUP_ANNOTATION) for pod in
-                      (by_key[name] for name in evicted)} - {None}
-            mates = [name for name, pod in by_key.items() if name not in evicted and trial.node_of(name)
-                     and pod["metadata"].get("annotations", {}).get(GROUP_ANNOTATION) in groups
-                     and name.split("/")[0] in {e.split("/")[0] for e in evicted}]
-            for name in mates:
-                trial.unbind(name)
-            again = [by_key[name] for name in by_key if name in set(evicted) | set(mates)]
-            losses[pool] = (lost, [key_of(pod) for pod in again], trial.schedule(again, objects.claims,
-                                                                                 objects.pod_groups))
+            moved = set(trial.remove_node(lost))
+            for group in {gang_of[name] for name in moved if name in gang_of}:
+                for mate in gangs[group]:  # a gang that lost a member is placed again whole
+                    if mate not in moved and trial.node_of(mate):
+                        trial.unbind(mate)
+                        moved.add(mate)
+            again = [admitted[n] for n in sorted(order[name] for name in moved)]
+            losses[pool] = (lost, [key_of(pod) for pod in again],
+                            trial.schedule(again, objects.claims, objects.pod_groups))
     return Result(env, nodes, objects, cluster, outcome, losses)
 
 
@@ -278,13 +284,21 @@ def _figure(resource: str, amount: int) -> float | int:
     return int(rounded) if rounded == int(rounded) else rounded
 
 
+_NAMED = re.compile(r'^(pods|persistentvolumeclaims) "[^"]*" is forbidden: ')
+
+
 def _grouped(messages: dict[str, str], owner: dict[str, Demand], pods: list[str]) -> list[dict[str, Any]]:
-    """Unplaced or refused pods, one entry per workload and message."""
-    counts: Counter[tuple[str, str]] = Counter()
+    """Unplaced or refused pods, one entry per workload and reason; the API server's refusals name one
+    object each, so they are grouped without the name and the first is kept as the example."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
     for pod in pods:
         if pod in messages:
-            counts[(owner[pod].key, messages[pod])] += 1
-    return [{"workload": workload, "count": count, "reason": reason} for (workload, reason), count in counts.items()]
+            message = messages[pod]
+            entry = groups.setdefault((owner[pod].key, _NAMED.sub("", message)),
+                                      {"workload": owner[pod].key, "count": 0, "reason": message,
+                                       "first": pod.split("/", 1)[1]})
+            entry["count"] += 1
+    return list(groups.values())
 
 
 def report(result: Result) -> dict[str, Any]:
@@ -325,9 +339,9 @@ def report(result: Result) -> dict[str, Any]:
             "tenant": item.tenant, "name": item.name, "kind": item.spec.kind, "replicas": item.spec.replicas,
             "gang": item.spec.gang, "priority": item.priority, "gpu_resource": item.gpu_resource,
             "pools": list(item.pools), "placed": sum(on.values()), "nodes": dict(sorted(on.items())),
-            "unplaced": [{"count": entry["count"], "reason": entry["reason"]}
+            "unplaced": [{key: entry[key] for key in ("count", "first", "reason")}
                          for entry in _grouped(outcome.unschedulable, owner, replicas)],
-            "refused": [{"count": entry["count"], "reason": entry["reason"]}
+            "refused": [{key: entry[key] for key in ("count", "first", "reason")}
                         for entry in _grouped(outcome.refused, owner, replicas)],
         })
     placed = len(outcome.bound)
@@ -384,7 +398,8 @@ def render(data: dict[str, Any]) -> str:
         lines += [f"  {w['tenant']}/{w['name']}: {e['count']} of {w['replicas']}: {e['reason']}" for w, e in problems]
     if refusals:
         lines += ["", "Refused by quota (never created):"]
-        lines += [f"  {w['tenant']}/{w['name']}: {e['count']} of {w['replicas']}: {e['reason']}" for w, e in refusals]
+        lines += [f"  {w['tenant']}/{w['name']}: {e['count']} of {w['replicas']}, from {e['first']}: "
+                  f"{_NAMED.sub('', e['reason'])}" for w, e in refusals]
     shortfalls = [pool for pool in data["pools"] if pool.get("n_minus_1") and not pool["n_minus_1"]["ok"]]
     if shortfalls:
         lines += ["", "N-1 (the pool loses its biggest host; its pods and their gangs are placed again):"]

@@ -60,6 +60,8 @@ REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_VOLUMES = "node(s) didn't find available persistent volumes to bind"
 REASON_PODS = "Too many pods"
 _BASE_RESOURCES = ("pods", "cpu", "memory", "ephemeral-storage")
+_STATIC_FIELDS = ("tolerations", "nodeSelector", "affinity")  # what the label and taint filters read
+_TEMPLATE_FIELDS = (*_STATIC_FIELDS, "containers", "initContainers", "overhead")  # all the scheduler reads
 
 
 def no_nodes_message(nodes: int, reasons: Counter[str]) -> str:
@@ -260,7 +262,10 @@ class Cluster:
         self._class_members: list[list[int]] = []
         self._class_key: tuple[frozenset[str], bool] | None = None
         self._templates: dict[str, tuple[list[int], dict[int, str]]] = {}
+        self._by_identity: dict[tuple[Any, ...], str] | None = None  # see _signature
         self._version = 0  # counts binds and unbinds: an unchanged count means an unchanged cluster
+        # (class, state, what a pod asks) -> (score or None, reasons, volumes): a bucket's answer to a kind of pod
+        self._verdicts: dict[tuple[Any, ...], tuple[int | None, tuple[str, ...], tuple[str, ...]]] = {}
 
     # -------------------------------------------------------------- volumes
 
@@ -326,6 +331,7 @@ class Cluster:
             if self.alive[i]:
                 self._bucket_add(i)
         self._templates = {}
+        self._verdicts = {}
 
     def _state(self, i: int) -> tuple[Any, ...]:
         return (self.used[i], self.non_zero[i], self._free[i])
@@ -345,10 +351,21 @@ class Cluster:
         if not members:
             del buckets[state]
 
+    def _signature(self, pod_spec: Obj, fields: tuple[str, ...]) -> str:
+        """The pod spec's fields as canonical JSON. During one schedule() call its pods are alive, so a repeat
+        of the very same field objects (replicas share them) is found by identity without encoding again."""
+        values = [pod_spec.get(name) for name in fields]
+        if self._by_identity is None:
+            return json.dumps(values, sort_keys=True)
+        identity = (fields, *map(id, values))
+        found = self._by_identity.get(identity)
+        if found is None:
+            found = self._by_identity[identity] = json.dumps(values, sort_keys=True)
+        return found
+
     def _static(self, pod_spec: Obj) -> tuple[list[int], dict[int, str]]:
         """Classes that pass the label and taint filters, and the first failing filter's reason for the rest."""
-        signature = json.dumps([pod_spec.get("tolerations"), pod_spec.get("nodeSelector"), pod_spec.get("affinity")],
-                               sort_keys=True)
+        signature = self._signature(pod_spec, _STATIC_FIELDS)
         cached = self._templates.get(signature)
         if cached is not None:
             return cached
@@ -404,17 +421,16 @@ class Cluster:
 
     @staticmethod
     def _pick_volumes(free: tuple[tuple[str, int, str], ...],
-                      wanted: list[tuple[str, str, int]]) -> list[tuple[str, str]] | None:
-        taken: set[str] = set()
-        chosen = []
-        for claim, storage_class, size in wanted:
+                      wanted: tuple[tuple[str, int], ...]) -> tuple[str, ...] | None:
+        """The smallest free volume of its class for each claim, as the volume binder picks; None if one lacks it."""
+        chosen: list[str] = []
+        for storage_class, size in wanted:
             match = next((entry for entry in free if entry[0] == storage_class and entry[1] >= size
-                          and entry[2] not in taken), None)
+                          and entry[2] not in chosen), None)
             if match is None:
                 return None
-            taken.add(match[2])
-            chosen.append((claim, match[2]))
-        return chosen
+            chosen.append(match[2])
+        return tuple(chosen)
 
     def _score(self, i: int, vector: list[tuple[int, int]], non_zero: tuple[int, int]) -> int:
         """MostAllocated: the weighted mean of (requested + pod) * 100 / allocatable over the scored resources,
@@ -435,34 +451,49 @@ class Cluster:
         spec = pod.get("spec") or {}
         feasible, static_reasons = self._static(spec)
         vector, unknown = self._vector(pod)
-        wanted = self._claims_of(pod, claims)
+        claimed = self._claims_of(pod, claims)
+        wanted = tuple((storage_class, size) for _, storage_class, size in claimed)
         non_zero = (_non_zero(pod, "cpu", NON_ZERO_CPU_MILLI), _non_zero(pod, "memory", NON_ZERO_MEMORY))
+        asked = (tuple(vector), non_zero, tuple(unknown), wanted)
         best: tuple[int, int] | None = None
-        best_volumes: list[tuple[str, str]] = []
+        best_volumes: tuple[str, ...] = ()
         failures: Counter[str] = Counter()
         for c in feasible:
-            for (used, _, free), members in self._buckets[c].items():
-                allocatable = self.allocatable[members[0]]
-                short = [REASON_PODS if self.resources[slot] == "pods" else f"Insufficient {self.resources[slot]}"
-                         for slot, amount in vector if used[slot] + amount > allocatable[slot]]
-                short += [f"Insufficient {name}" for name in unknown]
-                if short:
-                    for reason in short:
+            for state, members in self._buckets[c].items():
+                memo = (c, state, asked)
+                verdict = self._verdicts.get(memo)
+                if verdict is None:
+                    verdict = self._verdicts[memo] = self._judge(members[0], vector, unknown, non_zero, wanted)
+                score, reasons, volumes = verdict
+                if score is None:
+                    for reason in reasons:
                         failures[reason] += len(members)
                     continue
-                chosen = self._pick_volumes(free, wanted) if wanted else []
-                if chosen is None:
-                    failures[REASON_VOLUMES] += len(members)
-                    continue
-                candidate = (self._score(members[0], vector, non_zero), -members[0])
+                candidate = (score, -members[0])
                 if best is None or candidate > best:
-                    best, best_volumes = candidate, chosen
+                    best, best_volumes = candidate, volumes
         if best is None:
             for c, reason in static_reasons.items():
                 failures[reason] += sum(1 for i in self._class_members[c] if self.alive[i])
             return no_nodes_message(sum(self.alive), failures)
-        self._bind(key_of(pod), -best[1], dict(vector), non_zero, best_volumes)
+        bound_volumes = [(claim, volume) for (claim, _, _), volume in zip(claimed, best_volumes, strict=True)]
+        self._bind(key_of(pod), -best[1], dict(vector), non_zero, bound_volumes)
         return None
+
+    def _judge(self, i: int, vector: list[tuple[int, int]], unknown: list[str], non_zero: tuple[int, int],
+               wanted: tuple[tuple[str, int], ...]) -> tuple[int | None, tuple[str, ...], tuple[str, ...]]:
+        """NodeResourcesFit and VolumeBinding on one node (every node of its bucket alike): the score, or the
+        reasons it fails; and the volumes its claims would bind."""
+        allocatable, used = self.allocatable[i], self.used[i]
+        short = [REASON_PODS if self.resources[slot] == "pods" else f"Insufficient {self.resources[slot]}"
+                 for slot, amount in vector if used[slot] + amount > allocatable[slot]]
+        short += [f"Insufficient {name}" for name in unknown]
+        if short:
+            return None, tuple(short), ()
+        chosen = self._pick_volumes(self._free[i], wanted) if wanted else ()
+        if chosen is None:
+            return None, (REASON_VOLUMES,), ()
+        return self._score(i, vector, non_zero), (), chosen
 
     def _bind(self, pod: str, i: int, vector: dict[int, int], non_zero: tuple[int, int],
               volumes: list[tuple[str, str]]) -> None:
@@ -525,6 +556,7 @@ class Cluster:
                                                               dict(self._pod_claims))
         other._buckets = [{state: list(members) for state, members in buckets.items()} for buckets in self._buckets]
         other._templates = dict(self._templates)
+        other._verdicts = dict(self._verdicts)
         return other
 
     def node_of(self, pod: str) -> str | None:
@@ -538,6 +570,15 @@ class Cluster:
         outcome = Outcome()
         if not pods:
             return outcome
+        self._by_identity = {}
+        try:
+            self._schedule_all(pods, claims, pod_groups, outcome)
+        finally:
+            self._by_identity = None
+        return outcome
+
+    def _schedule_all(self, pods: Sequence[Obj], claims: Sequence[Obj], pod_groups: Sequence[Obj],
+                      outcome: Outcome) -> None:
         self._classify(pods)
         by_claim = {key_of(claim): claim for claim in claims}
         min_member = {key_of(group): int((group.get("spec") or {}).get("minMember", 1)) for group in pod_groups}
@@ -557,14 +598,11 @@ class Cluster:
             elif group not in done:
                 done.add(group)
                 self._schedule_gang(group, gangs[group], min_member.get(group, len(gangs[group])), by_claim, outcome)
-        return outcome
 
     def _schedule_one(self, pod: Obj, claims: dict[str, Obj], outcome: Outcome,
                       last_failure: dict[str, tuple[int, str]]) -> bool:
         name = key_of(pod)
-        template = "" if self._claims_of(pod, claims) else json.dumps(
-            [pod.get("spec", {}).get(k) for k in ("tolerations", "nodeSelector", "affinity", "containers",
-                                                 "initContainers", "overhead")], sort_keys=True)
+        template = "" if self._claims_of(pod, claims) else self._signature(pod.get("spec") or {}, _TEMPLATE_FIELDS)
         if template and template in last_failure and last_failure[template][0] == self._version:
             outcome.unschedulable[name] = last_failure[template][1]
             return False

@@ -172,10 +172,10 @@ def test_quota_refuses_what_passes_hard_and_the_rest_still_fits(inventory, write
     data = fit(env)
     entry = by_name(data)["svc/w"]
     assert (entry["placed"], data["refused"]) == (8, 2)
-    assert entry["refused"] == [{"count": 1, "reason": 'pods "w-8" is forbidden: exceeded quota: svc, requested: '
-                                 "requests.cpu=1, used: requests.cpu=8, limited: requests.cpu=8"},
-                                {"count": 1, "reason": 'pods "w-9" is forbidden: exceeded quota: svc, requested: '
-                                 "requests.cpu=1, used: requests.cpu=8, limited: requests.cpu=8"}]
+    assert entry["refused"] == [{"count": 2, "first": "w-8", "reason": 'pods "w-8" is forbidden: exceeded quota: '
+                                 "svc, requested: requests.cpu=1, used: requests.cpu=8, limited: requests.cpu=8"}]
+    assert ("  svc/w: 2 of 10, from w-8: exceeded quota: svc, requested: requests.cpu=1, used: requests.cpu=8, "
+            "limited: requests.cpu=8") in render(data).splitlines()
     assert not data["fits"]
 
 
@@ -210,7 +210,7 @@ def test_n_1_loses_the_biggest_host_and_places_its_pods_again(inventory, write):
                           all__tenants__svc__quota={})
     loss = pool(fit(needs_both), "cpu")["n_minus_1"]
     assert (loss["ok"], loss["lost"], loss["pods_moved"], loss["unplaced"]) == (False, "cpu-1", 2, 1)
-    assert loss["failures"] == [{"workload": "svc/w", "count": 1, "reason": (
+    assert loss["failures"] == [{"workload": "svc/w", "count": 1, "first": "w-1", "reason": (
         "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {pool: mem}, "
         "2 node(s) had untolerated taint {nvidia.com/gpu: present}.")}]
 
