@@ -28,13 +28,15 @@ Plan Kubernetes node pools by workload profile, from one inventory folder.
   check INVENTORY   preflight rules; every finding with code, file, field and fix
   plan INVENTORY    capacity and cost per pool (runs check first)
   fit INVENTORY     place the declared workloads as the scheduler would, and N-1 per pool (runs check first)
+  propose INVENTORY the cheapest pool sizes, machines and MIG layouts for the workloads, N-1 safe (MILP)
   run INVENTORY     the main job's stages in order (check, plan, fit), with progress per stage
   rules             every rule: code, severity, what it guards against, how to fix
 
 check prints its report on stdout (check ... > report.txt); plan and fit print their result on stdout
 and any findings on stderr; with --json each prints JSON alone on stdout, findings included on errors.
 
-exit codes: 0 no errors (warnings allowed), 1 errors found (fit: a replica does not fit), 2 unusable input
+exit codes: 0 no errors (warnings allowed), 1 errors found (fit: a replica does not fit; propose: no
+proposal), 2 unusable input
 """
 
 
@@ -77,6 +79,16 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("--require-n-1", action="store_true",
                      help="exit 1 also when a pool that loses its biggest host leaves a pod unplaced")
     fit.set_defaults(run=_fit)
+
+    propose = commands.add_parser("propose", help="propose the cheapest pools for the declared workloads",
+                                  description="Check the inventory, then find the cheapest machine counts, machine "
+                                              "models and MIG layouts per pool that place every workload with N-1 "
+                                              "headroom (a MILP solved by HiGHS, verified by fit), beside today's "
+                                              "plan. Exit 1 when there is no such proposal.")
+    propose.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
+    propose.add_argument("--json", action="store_true",
+                         help="print the proposal as JSON on stdout (the findings as JSON when there are errors)")
+    propose.set_defaults(run=_propose)
 
     run = commands.add_parser("run", help="run the main job's stages with progress",
                               description="The main job: check, then plan, then fit, each stage timed; stops at "
@@ -140,13 +152,14 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_ERRORS if has_errors(findings) else EXIT_OK
 
 
-def _checked(args: argparse.Namespace, doing: str) -> Environment | int:
-    """Load and check the inventory for a command that needs a clean spec; the exit code when it is not."""
+def _checked(args: argparse.Namespace, doing: str, tolerated: frozenset[str] = frozenset()) -> Environment | int:
+    """Load and check the inventory for a command that needs a clean spec (but for the `tolerated` codes);
+    the exit code when it is not."""
     env = _load(args, sys.stderr)
     if env is None:
         return EXIT_UNUSABLE
     findings = run_checks(env)
-    if has_errors(findings):
+    if has_errors([finding for finding in findings if finding.code not in tolerated]):
         if args.json:
             print(_findings_json(args.inventory, findings))
         else:
@@ -182,6 +195,21 @@ def _fit(args: argparse.Namespace) -> int:
     print(json.dumps(data, indent=2) if args.json else render_fit(data))
     failed = not data["fits"] or (args.require_n_1 and not data["n_minus_1_ok"])
     return EXIT_ERRORS if failed else EXIT_OK
+
+
+def _propose(args: argparse.Namespace) -> int:
+    from infra import propose  # imports the solver (HiGHS, numpy): only this command needs them
+
+    env = _checked(args, "proposing", propose.FIXABLE)
+    if isinstance(env, int):
+        return env
+    if not env.workloads:
+        print(json.dumps({"environment": env.name, "problem": NO_WORKLOADS}, indent=2) if args.json
+              else f"{args.inventory}: {NO_WORKLOADS}; nothing to size")
+        return EXIT_OK
+    data = propose.report(env, propose.propose(env))
+    print(json.dumps(data, indent=2) if args.json else propose.render(data))
+    return EXIT_ERRORS if "problem" in data else EXIT_OK
 
 
 def _run(args: argparse.Namespace) -> int:
