@@ -28,15 +28,17 @@ not grow with the cluster):
   (machine or layout changes first, then hosts added or removed).
 
 What it approximates: capacity is summed per pool (bin packing relaxed), so a proposal can be short
-where pods fragment across nodes. Each proposal is therefore built as an inventory and run through
-the checks and `fit` with N-1; a pool whose pods do not all fit gets a cut (that candidate needs at
-least one host more) and the program is solved again, until `fit` agrees. Pools no workload can run
-on are left as they are.
+where pods fragment across nodes (the scheduler places them one at a time, by priority, on the
+fullest node that fits). Each proposal is therefore built as an inventory and run through the checks
+and `fit` with N-1; a pool whose pods do not all fit gets a cut (that candidate needs at least as many
+hosts more as the unplaced pods' requests fill) and the program is solved again, until `fit` agrees.
+Pools no workload can run on are left as they are.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import sys
 import time
@@ -504,21 +506,43 @@ def propose(env: Environment) -> Proposal | str:
         if has_errors(findings):
             return "the proposal fails the checks: " + "; ".join(
                 f"{f.code} {f.field}: {f.message}" for f in findings if f.severity == "error")
-        for name in short:
+        for name, missing in short.items():
             k, hosts = choice[name]
             if k is not None:
-                program.cuts[name, k] = hosts + 1
+                program.cuts[name, k] = hosts + _hosts_for(missing, program.sized[name].candidates[k])
     return f"no proposal verified by fit after {MAX_ROUNDS} rounds"
 
 
-def _short_pools(data: dict[str, Any], program: _Program) -> set[str]:
-    """Sized pools where fit finds pods unplaced, now or when the pool loses its biggest host."""
-    short = {pool["name"] for pool in data["pools"]
-             if pool["name"] in program.sized and pool.get("n_minus_1") and not pool["n_minus_1"]["ok"]}
+def _short_pools(data: dict[str, Any], program: _Program) -> dict[str, list[tuple[Need, int]]]:
+    """Sized pools where fit leaves pods unplaced, now or when the pool loses its biggest host, with them.
+
+    Unplaced now counts first; only a pool whose pods all fit can still be short at N-1."""
+    needs = {need.demand.key: need for need in program.needs}
+    short: dict[str, list[tuple[Need, int]]] = {}
     for workload in data["workloads"]:
-        if workload["unplaced"]:
-            short |= {name for name in workload["pools"] if name in program.sized}
+        key = f"{workload['tenant']}/{workload['name']}"
+        for entry in workload["unplaced"]:
+            for name in needs[key].pools if key in needs else ():
+                short.setdefault(name, []).append((needs[key], entry["count"]))
+    for pool in data["pools"]:
+        loss = pool.get("n_minus_1")
+        if pool["name"] in program.sized and pool["name"] not in short and loss and not loss["ok"]:
+            short[pool["name"]] = [(needs[entry["workload"]], entry["count"]) for entry in loss["failures"]
+                                   if entry["workload"] in needs]
     return short
+
+
+def _hosts_for(missing: list[tuple[Need, int]], candidate: Candidate) -> int:
+    """Hosts the unplaced pods need at the least: their requests over one node's allocatable (one at least).
+
+    A lower bound for the pods left out, so the cut rarely overshoots; and a pool short by many hosts (a
+    large cluster whose pods fragment) is fixed in a few rounds instead of one host per round."""
+    worst = 0.0
+    for resource in {r for need, _ in missing for r in need.requests}:
+        capacity = candidate.capacity.get(resource, 0.0)
+        if capacity:
+            worst = max(worst, sum(need.requests.get(resource, 0.0) * count for need, count in missing) / capacity)
+    return max(1, math.ceil(worst - 1e-9))
 
 
 # ---------------------------------------------------------------- the report
