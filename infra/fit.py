@@ -325,7 +325,10 @@ def report(result: Result) -> dict[str, Any]:
         if pool in result.n_minus_1:
             lost, again, trial = result.n_minus_1[pool]
             unplaced = [name for name in again if name not in trial.bound]
-            entry["n_minus_1"] = {"lost": lost, "pods_moved": len(again), "unplaced": len(unplaced), "ok": not unplaced,
+            # pods that may run here and are unplaced already: the pool is short before it loses anything
+            short = sum(1 for name in outcome.unschedulable if pool in owner[name].pools)
+            entry["n_minus_1"] = {"lost": lost, "pods_moved": len(again), "unplaced": len(unplaced),
+                                  "short_now": short, "ok": not unplaced and not short,
                                   "failures": _grouped(trial.unschedulable, owner, unplaced)}
         pools.append(entry)
     workloads = []
@@ -382,8 +385,9 @@ def render(data: dict[str, Any]) -> str:
         gpus = ", ".join(f"{name.split('/', 1)[1]} {requested[name]}/{allocatable[name]}"
                          for name in allocatable if "/" in name)
         loss = pool.get("n_minus_1")
-        verdict = "" if loss is None else ("ok" if loss["ok"] else f"{loss['unplaced']} of {loss['pods_moved']} "
-                                                                   "pods unplaced")
+        verdict = "" if loss is None else ("ok" if loss["ok"] else f"short now: {loss['short_now']} unplaced"
+                                           if loss["short_now"] else f"{loss['unplaced']} of {loss['pods_moved']} "
+                                           "pods unplaced")
         rows.append([pool["name"], str(pool["nodes"]), str(pool["pods"]), _used(pool, "cpu"), _used(pool, "memory"),
                      gpus, loss["lost"] if loss else "", verdict])
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
@@ -400,7 +404,7 @@ def render(data: dict[str, Any]) -> str:
         lines += ["", "Refused by quota (never created):"]
         lines += [f"  {w['tenant']}/{w['name']}: {e['count']} of {w['replicas']}, from {e['first']}: "
                   f"{_NAMED.sub('', e['reason'])}" for w, e in refusals]
-    shortfalls = [pool for pool in data["pools"] if pool.get("n_minus_1") and not pool["n_minus_1"]["ok"]]
+    shortfalls = [pool for pool in data["pools"] if pool.get("n_minus_1") and pool["n_minus_1"]["unplaced"]]
     if shortfalls:
         lines += ["", "N-1 (the pool loses its biggest host; its pods and their gangs are placed again):"]
         for pool in shortfalls:

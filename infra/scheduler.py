@@ -629,9 +629,14 @@ class Cluster:
             return
         for bound in trial.bound:
             self.unbind(bound)
-        first = next(iter(trial.unschedulable.values()), "")
-        message = (f"gang {group}: {len(trial.bound)} of minMember {minimum} pods fit, so none is bound "
-                   f"(Volcano gang scheduling); {first}")
+        if len(members) < minimum:
+            admitted = f"{len(members)} pod{'s' if len(members) != 1 else ''}"
+            message = (f"gang {group}: {admitted} admitted for minMember {minimum} (the others were refused), so "
+                       "none is bound (Volcano gang scheduling)")
+        else:
+            first = next(iter(trial.unschedulable.values()))
+            message = (f"gang {group}: {len(trial.bound)} of minMember {minimum} pods fit, so none is bound "
+                       f"(Volcano gang scheduling); {first}")
         for pod in members:
             outcome.unschedulable[key_of(pod)] = message
 

@@ -73,6 +73,7 @@ WORKLOAD_NUMA_POLICY = rule(
 
 def check(view: Resolved, report: Report) -> None:
     env = view.env
+    kinds = _Kinds(view)
     where = env.cluster_source("workloads")
     tenants = env.cluster.tenants
     offers = [offer for pool in env.pools.values() for offer in pool_offers(view, pool)]
@@ -94,10 +95,10 @@ def check(view: Resolved, report: Report) -> None:
             if not pools_known or (workload.gpu is not None and not gpus_known):
                 continue  # an unknown pool or broken pool facts are reported once, where they are
             found = demand(env, tenant_name, tenant, name, workload, offers)
-            if not _served(view, tenant, found, offers, field, where, report) or not limits_ok:
+            if not _served(kinds, tenant, found, offers, field, where, report) or not limits_ok:
                 continue
-            if _fits_a_node(view, found, field, where, report):
-                _numa(view, found, field, where, report)
+            if _fits_a_node(kinds, found, field, where, report):
+                _numa(kinds, found, field, where, report)
 
 
 def _limit_range(tenant_name: str, tenant: Tenant, field: str, workload: Workload, where: str,
@@ -127,11 +128,11 @@ def _limit_range(tenant_name: str, tenant: Tenant, field: str, workload: Workloa
     return not problems
 
 
-def _served(view: Resolved, tenant: Tenant, found: Demand, offers: list[Offer], field: str, where: str,
+def _served(kinds: _Kinds, tenant: Tenant, found: Demand, offers: list[Offer], field: str, where: str,
             report: Report) -> bool:
     """Whether some pool of the tenant offers what a replica names: its GPU resource and model, its
     hugepage sizes, its storage class."""
-    env = view.env
+    env = kinds.view.env
     need = found.spec.gpu
     pools = ", ".join(tenant.pools)
     if need is not None and not found.pools:
@@ -143,7 +144,7 @@ def _served(view: Resolved, tenant: Tenant, found: Demand, offers: list[Offer], 
         report.add(WORKLOAD_RESOURCE, where, f"{field}.gpu",
                    f"asks for {wanted}; {pools} offer {', '.join(offered) or 'no GPU resources'}")
         return False
-    capacities = _capacities(view, found.pools)
+    capacities = kinds.of(found.pools)
     for resource in found.requests:
         if resource.startswith("hugepages-") and not any(one.hugepages.get(resource) for _, _, one in capacities):
             report.add(WORKLOAD_RESOURCE, where, f"{field}.requests.{resource}",
@@ -165,13 +166,22 @@ def _served(view: Resolved, tenant: Tenant, found: Demand, offers: list[Offer], 
     return True
 
 
-def _capacities(view: Resolved, pools: tuple[str, ...]) -> list[tuple[Pool, Machine, HostCapacity]]:
-    found = []
-    for name in pools:
-        pool = view.env.pools[name]
-        for machine in view.machine_groups(pool):
-            found.append((pool, machine, host_capacity(view.env.cluster, pool, machine)))
-    return found
+class _Kinds:
+    """One node of each kind per pool, with what it offers: computed once per check run, read per workload."""
+
+    def __init__(self, view: Resolved):
+        self.view = view
+        self._kinds: dict[str, list[tuple[Pool, Machine, HostCapacity]]] = {}
+
+    def of(self, pools: tuple[str, ...]) -> list[tuple[Pool, Machine, HostCapacity]]:
+        found = []
+        for name in pools:
+            if name not in self._kinds:
+                pool = self.view.env.pools[name]
+                self._kinds[name] = [(pool, machine, host_capacity(self.view.env.cluster, pool, machine))
+                                     for machine in self.view.machine_groups(pool)]
+            found += self._kinds[name]
+        return found
 
 
 def _offered(one: HostCapacity) -> dict[str, Decimal]:
@@ -182,12 +192,12 @@ def _offered(one: HostCapacity) -> dict[str, Decimal]:
     return offered
 
 
-def _fits_a_node(view: Resolved, found: Demand, field: str, where: str, report: Report) -> bool:
+def _fits_a_node(kinds: _Kinds, found: Demand, field: str, where: str, report: Report) -> bool:
     """A replica must fit one node of some pool it may run on, its local volume on one of that node's disks."""
     storage = found.spec.storage
-    storage_class = view.env.cluster.storage_classes[storage.storage_class] if storage else None
+    storage_class = kinds.view.env.cluster.storage_classes[storage.storage_class] if storage else None
     best: tuple[int, str] | None = None
-    for pool, _, one in _capacities(view, found.pools):
+    for pool, _, one in kinds.of(found.pools):
         offered = _offered(one)
         short = [f"{resource} {_show(resource, amount)} (a node has {_show(resource, offered.get(resource, 0))})"
                  for resource, amount in found.requests.items() if amount > offered.get(resource, Decimal(0))]
@@ -205,10 +215,10 @@ def _fits_a_node(view: Resolved, found: Demand, field: str, where: str, report: 
     return False
 
 
-def _numa(view: Resolved, found: Demand, field: str, where: str, report: Report) -> None:
+def _numa(kinds: _Kinds, found: Demand, field: str, where: str, report: Report) -> None:
     """single-numa-node admits an aligned pod only within one NUMA node; numa_aligned needs a node that aligns."""
     aligning = False
-    for pool, machine, one in _capacities(view, found.pools):
+    for pool, machine, one in kinds.of(found.pools):
         spec = pool.vars
         policy = spec.kubelet_topology_manager_policy
         guaranteed = all(found.limits.get(r) == found.requests.get(r) for r in ("cpu", "memory"))

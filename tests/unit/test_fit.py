@@ -226,6 +226,15 @@ def test_n_1_moves_a_whole_gang_when_one_member_is_lost(inventory, write):
     assert result.outcome.bound == {"svc/job-0": "cpu-1", "svc/job-1": "cpu-2"}  # the placement itself is untouched
 
 
+def test_a_pool_short_before_any_loss_fails_n_1(inventory, write):
+    env = env_with(write, inventory, workload(replicas=5, requests={"cpu": "7"}, limits={"cpu": "7"}),
+                   all__tenants__svc__quota={})
+    data = fit(env)
+    loss = pool(data, "cpu")["n_minus_1"]
+    assert (loss["short_now"], loss["ok"]) == (1, False)
+    assert "short now: 1 unplaced" in render(data)
+
+
 def test_n_1_picks_the_host_whose_loss_costs_most(inventory, write):
     inventory["hosts"]["all"]["children"]["node_pools"]["children"]["cpu"]["hosts"]["cpu-2"]["hardware"] = {
         "cores": 16}

@@ -221,6 +221,15 @@ def test_a_gang_is_placed_whole_or_not_at_all():
                for i in range(3))
 
 
+def test_a_gang_missing_members_is_not_bound():
+    group = {"metadata": {"name": "job", "namespace": "t"}, "spec": {"minMember": 3}}
+    outcome = Cluster([node("n1", cpu="8")]).schedule([pod(f"w{i}", cpu="1", group="job") for i in range(2)],
+                                                      pod_groups=[group])
+    assert outcome.bound == {}
+    assert outcome.unschedulable["t/w0"] == ("gang t/job: 2 pods admitted for minMember 3 (the others were refused), "
+                                            "so none is bound (Volcano gang scheduling)")
+
+
 def test_a_gang_with_min_member_below_its_size_keeps_what_fits():
     group = {"metadata": {"name": "job", "namespace": "t"}, "spec": {"minMember": 2}}
     outcome = Cluster([node("n1", cpu="4")]).schedule([pod(f"w{i}", cpu="2", group="job") for i in range(3)],
