@@ -93,9 +93,10 @@ def main() -> None:
         for name, inventory in runs:
             figures = measure(inventory, "propose", "--json")
             data = json.loads(figures["stdout"])
+            solver = data.get("solver", {})
             result = (f"{data['current']['monthly_cost']:,.0f} -> {data['proposed']['monthly_cost']:,.0f} "
-                      f"{data['currency']}/month, {data['solver']['status']}" if data.get("proposed") else
-                      data.get("problem", ""))
+                      f"{data['currency']}/month, {solver['status']}, {solver['variables']} variables, "
+                      f"{solver['rounds']} round(s) of fit" if data.get("proposed") else data.get("problem", ""))
             print(f"{'propose':>8} {name:>20} {data['current']['hosts']:>6} {data['replicas']:>9} {'':>7} "
                   f"{figures['wall']:>7.2f} {figures['peak_mib']:>9.0f}  {result}", flush=True)
     print("wall = process start to exit (interpreter and imports included); peak = max RSS")
