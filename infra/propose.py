@@ -188,7 +188,8 @@ def reshaped_env(env: Environment, changes: dict[str, tuple[str, Layout | None, 
 
 
 def _error_keys(env: Environment) -> set[tuple[str, str]]:
-    return {(f.code, f.field) for f in run_checks(env) if f.severity == "error"}
+    """Errors of a probe inventory, but those about serving workloads: the program itself decides those."""
+    return {(f.code, f.field) for f in run_checks(env) if f.severity == "error" and f.code not in FIXABLE}
 
 
 def candidates(env: Environment, pool: Pool, media: frozenset[str]) -> list[Candidate]:
@@ -485,8 +486,9 @@ def propose(env: Environment) -> Proposal | str:
     for rounds in range(1, MAX_ROUNDS + 1):
         choice, status, variables, constraints = program.solve()
         if not choice:
-            return (f"the program has no solution ({status}): the catalogue cannot serve every workload with N-1 "
-                    "headroom")
+            return (f"the program has no solution ({status}): no choice of the catalogue's machines serves every "
+                    f"workload with N-1 headroom within the Pod CIDR's {node_blocks(env.cluster)} node blocks and the "
+                    "local storage the quotas promise")
         changes = {}
         for name, (k, hosts) in choice.items():
             entry = program.sized[name]
@@ -568,7 +570,8 @@ def report(env: Environment, proposal: Proposal | str) -> dict[str, Any]:
         today_pool = next(p for p in today["pools"] if p["name"] == name)
         entry: dict[str, Any] = {"name": name, "current": {
             "machine": pool.vars.machine, "hosts": len(pool.hosts), "mig_layout": _layout_text(_current_layout(pool)),
-            "monthly_cost": monthly, "n_minus_1_ok": today_pool.get("n_minus_1", {}).get("ok")}}
+            "monthly_cost": monthly, "n_minus_1_ok": today_pool.get("n_minus_1", {}).get("ok"),
+            "percent": today_pool["percent"]}}
         current_total += monthly
         current_hosts += len(pool.hosts)
         if isinstance(proposal, Proposal):
@@ -657,6 +660,12 @@ def render(data: dict[str, Any]) -> str:
 
     separator = "  ".join("-" * width for width in widths)
     lines += [line(header), separator, *(line(row) for row in rows[:-1]), separator, line(rows[-1])]
+    lines += ["", "Requested / allocatable after placement, today -> proposed:"]
+    for pool in data["pools"]:
+        before, after = pool["current"]["percent"], pool["proposed"]["percent"]
+        shown = [f"{name.rsplit('/', 1)[-1]} {before.get(name, 0):.0f}% -> {after.get(name, 0):.0f}%"
+                 for name in after if name != "pods"]
+        lines.append(f"  {pool['name']}: {', '.join(shown)}")
     solver = data["solver"]
     lines += ["", f"Solver: {solver['name']} {solver['version']} ({solver['kind']}, {solver['variables']} variables, "
                   f"{solver['constraints']} constraints): {solver['status'].lower()}, gap 0; verified by fit with N-1 "

@@ -298,3 +298,15 @@ def test_cpu_quantities_are_written_in_millicores(amount):
     from infra.fit import _cpu
 
     assert _cpu(amount) == f"{int(amount * 1000)}m"
+
+
+def test_control_plane_kubelets_count_as_nodes_that_repel_the_pods(inventory, write):
+    from inventory_builder import add_control_plane
+
+    add_control_plane(inventory, {"cp-1": {"zone": "a"}})
+    env = env_with(write, inventory, workload(replicas=1, requests={"cpu": "15801m"}, limits={"cpu": "15801m"}),
+                   all__tenants__svc__quota={})
+    data = fit(env)  # too big for a cpu node (a check would say so first; fit still answers, without a traceback)
+    assert data["nodes"] == 6
+    assert ("1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"
+            in by_name(data)["svc/w"]["unplaced"][0]["reason"])

@@ -270,3 +270,46 @@ def test_propose_exits_1_without_a_proposal(inventory, write):
 def test_propose_without_workloads_has_nothing_to_size(inventory, write):
     result = run("propose", str(write(inventory)))
     assert (result.returncode, result.stdout.strip().endswith("nothing to size")) == (0, True)
+
+
+@pytest.mark.parametrize("workload", [
+    {"replicas": 1, "gpu": {"type": "mig", "profile": "7g.80gb"}},  # no layout today: propose may cut one
+    {"replicas": 1, "gpu": {"type": "mig", "profile": "8g.96gb"}},  # no card has it
+    {"replicas": 1, "gpu": {"type": "memory", "memory_gib": 500}},
+    {"replicas": 100000, "requests": {"cpu": "1m"}},
+    {"replicas": 3, "gpu": {"type": "mig", "profile": "1g.10gb", "count": 64}},
+    {"kind": "job", "replicas": 3, "gang": 3, "gpu": {"type": "whole", "count": 8}},
+])
+def test_odd_workloads_get_a_proposal_or_a_reason_never_a_traceback(inventory, write, workload):
+    inventory["group_vars"]["all"]["tenants"]["infer"]["quota"] = {}
+    inventory["group_vars"]["all"]["workloads"] = {"infer": {"w": workload}}
+    env = load_environment(write(inventory))
+    if has_errors([f for f in run_checks(env) if f.code not in FIXABLE]):
+        return
+    data = report(env, propose(env))
+    assert ("problem" in data) != ("proposed" in data)
+    render(data)
+
+
+def test_a_mig_layout_changes_when_the_workloads_ask_for_another_instance(inventory, write):
+    """Today every A100 is cut 7x 1g.10gb; a workload on 7g.80gb gets whole-card instances, under a new
+    mig-parted config name (the old name keeps meaning the old layout)."""
+    inventory["group_vars"]["all"]["tenants"]["infer"]["quota"] = {}  # no quota names the 1g.10gb instances
+    inventory["group_vars"]["all"]["workloads"] = {"infer": {"big": {"replicas": 12, "gpu": {"type": "mig",
+                                                                                            "profile": "7g.80gb"}}}}
+    env = load_environment(write(inventory))
+    assert [f.code for f in run_checks(env) if f.severity == "error"] == ["WORKLOAD-RESOURCE"]
+    result = propose(env)
+    candidate, hosts = result.choice["gpu"]
+    assert (candidate.layout, hosts) == ((("7g.80gb", 1),), 3)  # 8 cards per host: 2 hosts hold 12, +1 for N-1
+    assert result.env.pools["gpu"].vars.sharing.mig_config == "gpu-1x7g.80gb"
+    assert not has_errors(run_checks(result.env))
+
+
+def test_one_layout_per_pool_cannot_serve_a_whole_card_and_its_slices_at_once(inventory, write):
+    inventory["group_vars"]["all"]["tenants"]["infer"]["quota"] = {}
+    inventory["group_vars"]["all"]["workloads"] = {"infer": {
+        "big": {"replicas": 1, "gpu": {"type": "mig", "profile": "7g.80gb"}},
+        "small": {"replicas": 1, "gpu": {"type": "mig", "profile": "1g.10gb"}}}}
+    result = propose(load_environment(write(inventory)))
+    assert isinstance(result, str) and result.startswith("the program has no solution (Infeasible)")
