@@ -11,9 +11,10 @@ The model (one integer variable per pool, candidate and workload, never one per 
 not grow with the cluster):
 
 - Candidates per pool: every catalogue machine of the pool's kind (GPU pools: cards of a known model;
-  MIG pools: MIG-capable cards) that does not add a check error when it replaces the pool's machine,
-  times, for MIG pools, every maximal layout infra.mig.placement accepts on that card (no instance can
-  be added), plus the current layout. Capacity per node is infra.kubelet's allocatable.
+  MIG pools: MIG-capable cards) times, for MIG pools, every maximal layout infra.mig.placement accepts
+  on that card (no instance can be added) plus the current layout, less those that add a check error
+  other than the workload rules (a driver too old for the card, a quota naming an instance the layout
+  lacks). Capacity per node is infra.kubelet's allocatable.
 - Variables: n[p,k] hosts of pool p on candidate k; z[p,k] whether p uses k (at most one per pool);
   x[w,p] replicas of workload w that pool p serves.
 - Constraints: every replica admitted by quota is served (sum over p of x[w,p] = replicas); per pool
@@ -197,7 +198,8 @@ def candidates(env: Environment, pool: Pool, media: frozenset[str]) -> list[Cand
 
     Each is tried in a probe inventory where every pool has one host, against the same probe with today's
     machines: an error only the candidate brings (a reserved CPU it lacks, a driver too old for its card,
-    hugepages beyond its memory, a layout without an instance a tenant's quota names) rules it out.
+    hugepages beyond its memory, a layout without an instance a tenant's quota names) rules it out. The
+    workload rules are left to the program, which knows which replicas a candidate serves.
     """
     cluster = env.cluster
     probe = {name: (other.vars.machine, _current_layout(other), 1) for name, other in env.pools.items()}
