@@ -8,12 +8,13 @@ typo yields one finding, not a cascade. Findings print in that order too: causes
 
 from __future__ import annotations
 
-from infra.checks import cluster, gpu, network, pools, references, storage, tenants
+from infra.checks import cluster, gpu, network, pools, references, storage, tenants, workloads
 from infra.checks.base import RULES, Finding, Report, Rule
 from infra.resolve import resolve
 from infra.spec import Environment
 
-CHECKS = (references.check, pools.check, gpu.check, network.check, tenants.check, storage.check, cluster.check)
+CHECKS = (references.check, pools.check, gpu.check, network.check, tenants.check, storage.check, workloads.check,
+          cluster.check)
 
 
 def run_checks(env: Environment) -> list[Finding]:

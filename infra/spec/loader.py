@@ -40,7 +40,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from infra.spec.models import ClusterVars, HostVars, PoolVars
+from infra.spec.models import WORKLOADS_KEY, ClusterVars, HostVars, PoolVars, Workload, WorkloadVars
 
 POOLS_GROUP = "node_pools"
 CONTROL_PLANE_GROUP = "kube_control_plane"  # Kubespray's group names
@@ -147,6 +147,7 @@ class Environment:
     cluster_sources: dict[str, str] = field(default_factory=dict)
     control_plane: tuple[Host, ...] = ()  # hosts of kube_control_plane; pool "" when in no pool
     etcd: tuple[str, ...] = ()  # names of the hosts of the etcd group
+    workloads: dict[str, dict[str, Workload]] = field(default_factory=dict)  # tenant -> name -> workload
     _ansible: _AnsibleView | None = field(default=None, repr=False, compare=False)
 
     def cluster_source(self, key: str) -> str:
@@ -220,11 +221,17 @@ def _load(root: Path) -> Environment:
         problems += _unclaimed(root, shown, group_vars if roles.pools else _VarsDir(), host_vars)
 
     cluster: ClusterVars | None = None
+    workloads: WorkloadVars | None = None
     all_vars = group_vars.found.get("all")
     if all_vars is None:
         problems.append(f"{root / 'group_vars' / 'all.yml'}: missing; it holds the cluster-wide variables")
     elif all_vars.readable:
-        cluster = _validate(ClusterVars, _spec_part(all_vars.values), all_vars.sources, problems, all_vars.main)
+        cluster_values = _spec_part(all_vars.values)
+        # Workloads are optional and validated on their own, so an inventory without them reads as before.
+        declared = cluster_values.pop(WORKLOADS_KEY, None)
+        cluster = _validate(ClusterVars, cluster_values, all_vars.sources, problems, all_vars.main)
+        workloads = _validate(WorkloadVars, {WORKLOADS_KEY: {} if declared is None else declared},
+                              all_vars.sources, problems, all_vars.main)
 
     for group, group_found in group_vars.found.items():
         if group != "all" and group not in roles.pools and group_found.readable:
@@ -267,8 +274,9 @@ def _load(root: Path) -> Environment:
         {name: found.values for name, found in host_vars.found.items()},
         all_vars.main if all_vars else str(root / "group_vars" / "all.yml"),
     )
-    return Environment(root.name, root, cluster, pools, dict(all_vars.sources) if all_vars else {},
-                       tuple(hosts[name] for name in roles.control_plane), tuple(roles.etcd), view)
+    return Environment(root.name, root, cluster, pools, cluster_sources=dict(all_vars.sources) if all_vars else {},
+                       control_plane=tuple(hosts[name] for name in roles.control_plane), etcd=tuple(roles.etcd),
+                       workloads=workloads.workloads if workloads else {}, _ansible=view)
 
 
 def _spec_part(values: dict[str, object]) -> dict[str, object]:
@@ -873,11 +881,17 @@ def _message(model: type[BaseModel], loc: tuple[int | str, ...], item: ErrorDeta
         if model is HostVars and name in PoolVars.model_fields:
             return f"{name} is a pool variable; hosts may set only {', '.join(HostVars.model_fields)}"
         known = _fields_at(model, loc[:-1])
+        if model is ClusterVars and len(loc) == 1:
+            known.append(WORKLOADS_KEY)  # read beside ClusterVars, by WorkloadVars
         close = difflib.get_close_matches(name, known, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(sorted(known))}"
         return f"unknown key; {hint}"
     if item["type"] == "missing":
-        return "required; see README 'The spec'"
+        section = "Workloads: fit and propose" if loc and loc[0] == WORKLOADS_KEY else "The spec"
+        return f"required; see README '{section}'"
+    if item["type"] == "string_pattern_mismatch" and loc and loc[0] == WORKLOADS_KEY and loc[-1] == "[key]":
+        return (f"{value!r}: tenant and workload names are DNS labels (they name namespaces and pods): lowercase "
+                "letters, digits and '-', starting and ending with a letter or digit, at most 63 characters")
     if item["type"] in ("bool_type", "int_type", "float_type") and isinstance(value, str):
         kind = {"bool_type": "true or false", "int_type": "a whole number", "float_type": "a number"}[item["type"]]
         return f"{value!r} is a string; write {kind} without quotes"
@@ -901,8 +915,9 @@ def _fields_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
         if _is_model(current):
             info = current.model_fields.get(str(part))
             current = _unwrap_optional(info.annotation) if info else None
-        else:  # a dict key or list index: step into the element type
-            current = next((arg for arg in typing.get_args(current) if _is_model(arg)), None)
+        else:  # a dict key or list index: step into the element type (a model, or a nested dict or list)
+            args = typing.get_args(current)
+            current = next((arg for arg in args if _is_model(arg)), args[-1] if args else None)
     return list(current.model_fields) if _is_model(current) else []
 
 

@@ -495,3 +495,91 @@ class HostVars(Strict):
     hardware: HardwareOverride | None = None
     nvidia_driver_version: Version | None = None
     cuda_version: Version | None = None
+
+
+# ---------------------------------------------------------------- group_vars/all: workloads
+
+
+WORKLOADS_KEY = "workloads"
+WorkloadResource = Literal["cpu", "memory", "hugepages-2Mi", "hugepages-1Gi"]
+_MIG_PROFILE = re.compile(r"^[1-8]g\.[0-9]+gb(\+me)?$")
+
+
+class GpuNeed(Strict):
+    """What one replica asks of GPUs, in the device plugin's resources.
+
+    whole   `count` whole cards (nvidia.com/gpu), of `model` if set (node label k8s-node-pools.io/gpu-model)
+    mig     `count` MIG instances of `profile` (nvidia.com/mig-<profile>)
+    shared  `count` time-sliced or MPS slices (nvidia.com/gpu.shared); no memory isolation
+    memory  `count` devices of at least `memory_gib` each: the smallest MIG instance or whole card the
+            tenant's pools advertise that has it (a pod names one resource, so this is resolved once)
+    """
+
+    type: Literal["whole", "mig", "shared", "memory"]
+    count: int = Field(1, ge=1, le=64, description="devices per replica")
+    model: str | None = Field(None, description="whole, memory: only cards of this GPU model")
+    profile: str | None = Field(None, description="mig: a MIG profile of the card, e.g. 3g.40gb")
+    memory_gib: int | None = Field(None, ge=1, le=1024, description="memory: at least this much per device")
+
+    @model_validator(mode="after")
+    def _fields_match_the_type(self) -> GpuNeed:
+        if (self.profile is not None) != (self.type == "mig"):
+            raise ValueError("profile (a MIG profile such as 3g.40gb) goes with type mig, and only with it")
+        if self.profile is not None and not _MIG_PROFILE.match(self.profile):
+            raise ValueError(f"profile {self.profile!r} is not a MIG profile name; write e.g. 1g.10gb, 3g.40gb")
+        if (self.memory_gib is not None) != (self.type == "memory"):
+            raise ValueError("memory_gib goes with type memory, and only with it")
+        if self.model is not None and self.type not in ("whole", "memory"):
+            raise ValueError(f"model applies to type whole or memory, not {self.type}: the {self.type} resource "
+                             "already names what the pod gets")
+        return self
+
+
+class StorageNeed(Strict):
+    """One PersistentVolumeClaim per replica (a StatefulSet's volumeClaimTemplate)."""
+
+    storage_class: DnsLabel = Field(description="a key of storage_classes")
+    size: Quantity = Field(description="requested capacity, e.g. 500Gi")
+
+
+class Workload(Strict):
+    """A service or job of one tenant: how many replicas, and what each one asks of a node.
+
+    Requests and limits follow Kubernetes: a request left out falls back to the limit, then to the
+    tenant's LimitRange defaults (as the API server and the LimitRanger admission plugin fill them).
+    """
+
+    kind: Literal["service", "job"] = Field("service", description="service: Deployment/StatefulSet; job: batch")
+    description: str = ""
+    replicas: int = Field(ge=1, le=100000)
+    requests: dict[WorkloadResource, Quantity] = Field(default_factory=dict, description="per replica")
+    limits: dict[WorkloadResource, Quantity] = Field(default_factory=dict, description="per replica")
+    gpu: GpuNeed | None = None
+    gang: int | None = Field(None, ge=1, description="jobs: Volcano minAvailable, replicas placed all or none")
+    numa_aligned: bool = Field(False, description="CPUs, memory and devices from one NUMA node (Topology Manager)")
+    storage: StorageNeed | None = None
+    priority_class: str | None = Field(None, description="a key of priority_classes; default: the tenant's")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Workload:
+        for resource, request in self.requests.items():
+            limit = self.limits.get(resource)
+            if limit is not None and parse_quantity(request) > parse_quantity(limit):
+                raise ValueError(f"requests.{resource} {request} is above limits.{resource} {limit}; Kubernetes "
+                                 "refuses a request above its limit")
+            if resource.startswith("hugepages-") and limit is not None and parse_quantity(request) != parse_quantity(
+                    limit):
+                raise ValueError(f"{resource}: request {request} and limit {limit} differ; hugepages are not "
+                                 "overcommitted, so write the same value (or only the limit)")
+        if self.gang is not None:
+            if self.kind != "job":
+                raise ValueError("gang applies to kind job (a Volcano job's minAvailable); services roll one by one")
+            if self.gang > self.replicas:
+                raise ValueError(f"gang {self.gang} is above replicas {self.replicas}; minAvailable counts replicas")
+        return self
+
+
+class WorkloadVars(Strict):
+    """The `workloads` variable of group_vars/all: tenant -> workload name -> workload."""
+
+    workloads: dict[DnsLabel, dict[DnsLabel, Workload]] = Field(default_factory=dict)

@@ -329,6 +329,57 @@ CASES = [
 ]
 
 
+def workloads(tenant_name, **workload):
+    """A mutation that declares one workload `w` for a tenant (replicas 1 unless given)."""
+    return set_in("all.workloads", {tenant_name: {"w": {"replicas": 1, **workload}}})
+
+
+MIG = {"type": "mig", "profile": "1g.10gb"}
+CASES += [
+    ("WORKLOAD-TENANT", set_in("all.workloads", {"nope": {"w": {"replicas": 1}}}), workloads("svc")),
+    ("WORKLOAD-PRIORITY", workloads("svc", priority_class="nope"), workloads("svc", priority_class="low")),
+    # the gpu pool cuts every A100 into 7x 1g.10gb
+    ("WORKLOAD-RESOURCE", workloads("infer", gpu={"type": "mig", "profile": "2g.20gb"}), workloads("infer", gpu=MIG)),
+    ("WORKLOAD-RESOURCE", workloads("infer", gpu={"type": "whole"}), workloads("batch", gpu={"type": "shared"})),
+    ("WORKLOAD-RESOURCE", workloads("infer", gpu={"type": "memory", "memory_gib": 11}),
+     workloads("infer", gpu={"type": "memory", "memory_gib": 10})),
+    ("WORKLOAD-RESOURCE", workloads("infer", gpu={"type": "memory", "memory_gib": 10, "model": "H100-80GB"}),
+     workloads("infer", gpu={"type": "memory", "memory_gib": 10, "model": "A100-80GB"})),
+    ("WORKLOAD-RESOURCE", workloads("cache", requests={"hugepages-1Gi": "1Gi"}),
+     both(set_in("mem.hugepages", {"1Gi": 1}), workloads("cache", requests={"hugepages-1Gi": "1Gi"}))),
+    ("WORKLOAD-STORAGE", workloads("cache", storage={"storage_class": "nope", "size": "1Gi"}),
+     workloads("cache", storage={"storage_class": "local", "size": "1Gi"})),
+    ("WORKLOAD-STORAGE", workloads("svc", storage={"storage_class": "local", "size": "1Gi"}),
+     workloads("svc", storage={"storage_class": "nfs", "size": "1Gi"})),
+    # svc's LimitRange: default limits cpu 1, memory 1Gi; a request above a defaulted limit is refused
+    ("WORKLOAD-LIMIT-RANGE", workloads("svc", requests={"cpu": "1001m"}), workloads("svc", requests={"cpu": "1"})),
+    ("WORKLOAD-LIMIT-RANGE", both(set_in("all.tenants.svc.limit_range.max", {"memory": "2Gi"}),
+                                  workloads("svc", limits={"memory": "2049Mi"})),
+     both(set_in("all.tenants.svc.limit_range.max", {"memory": "2Gi"}), workloads("svc", limits={"memory": "2Gi"}))),
+    ("WORKLOAD-LIMIT-RANGE", both(set_in("all.tenants.svc.limit_range.max_limit_request_ratio", {"cpu": 2}),
+                                  workloads("svc", requests={"cpu": "499m"})),
+     both(set_in("all.tenants.svc.limit_range.max_limit_request_ratio", {"cpu": 2}),
+          workloads("svc", requests={"cpu": "500m"}))),
+    # cpu pool: 16 CPUs - 200m reserved = 15.8 per node
+    ("WORKLOAD-TOO-BIG", workloads("svc", requests={"cpu": "15801m"}, limits={"cpu": "15801m"}),
+     workloads("svc", requests={"cpu": "15800m"}, limits={"cpu": "15800m"})),
+    ("WORKLOAD-TOO-BIG", workloads("infer", gpu={**MIG, "count": 57}), workloads("infer", gpu={**MIG, "count": 56})),
+    ("WORKLOAD-TOO-BIG", workloads("cache", storage={"storage_class": "local", "size": "101Gi"}),
+     workloads("cache", storage={"storage_class": "local", "size": "100Gi"})),
+    # 56 MIG instances on 2 NUMA nodes: 28 per node; the device manager aligns every GPU pod
+    ("WORKLOAD-NUMA", both(set_in("gpu.kubelet_topology_manager_policy", "single-numa-node"),
+                           set_in("all.machines.a100box.numa_nodes", 2), workloads("infer", gpu={**MIG, "count": 29})),
+     both(set_in("gpu.kubelet_topology_manager_policy", "single-numa-node"),
+          set_in("all.machines.a100box.numa_nodes", 2), workloads("infer", gpu={**MIG, "count": 28}))),
+    ("WORKLOAD-NUMA-POLICY", workloads("svc", numa_aligned=True), workloads("svc", numa_aligned=False)),
+    # aligned only with exclusive CPUs: Guaranteed (requests = limits) with whole CPUs
+    ("WORKLOAD-NUMA-POLICY",
+     both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kubelet_topology_manager_policy", "restricted"),
+          workloads("svc", numa_aligned=True, requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "2Gi"})),
+     both(set_in("cpu.kubelet_cpu_manager_policy", "static"), set_in("cpu.kubelet_topology_manager_policy", "restricted"),
+          workloads("svc", numa_aligned=True, requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"}))),
+]
+
 @pytest.mark.parametrize("code, failing, passing", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule_fails_and_passes(inventory, findings, code, failing, passing):
     bad = inventory

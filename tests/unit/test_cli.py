@@ -77,16 +77,34 @@ def test_run_shows_each_stage_and_each_finding_once(inventory, write, tmp_path):
                             text=True, cwd=work, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("POOL-MEMORY-TAINT") == 1
-    assert "==> [1/3] check" in result.stdout and "==> [2/3] plan" in result.stdout
-    assert "==> [3/3] render" in result.stdout and "main job done: 3 stages" in result.stdout
+    assert "==> [1/4] check" in result.stdout and "==> [2/4] plan" in result.stdout
+    assert "==> [3/4] fit" in result.stdout and "no workloads declared" in result.stdout
+    assert "<== fit done in" in result.stdout
+    assert "==> [4/4] render" in result.stdout and "main job done: 4 stages" in result.stdout
     assert (work / "build" / "render" / "env0" / "nodes.yaml").is_file()
+
+
+def test_run_shows_the_fit_and_fails_when_a_replica_does_not_fit(inventory, write):
+    inventory["group_vars"]["all"]["workloads"] = {"svc": {"web": {"replicas": 9, "requests": {"cpu": "1"}}}}
+    result = run("run", str(write(inventory)))  # svc's quota holds 8 CPUs
+    assert result.returncode == 1
+    assert "==> [3/4] fit" in result.stdout and "Refused by quota" in result.stdout
+    assert "[4/4] render" not in result.stdout
+    assert "<== fit FAILED" in result.stdout
+
+
+def test_run_on_the_example_ends_with_the_fit_summary():
+    result = run("run", "inventories/example")
+    assert result.returncode == 0, result.stdout
+    assert "106 of 106 replicas placed; N-1: 3 of 5 pools keep every pod placed" in result.stdout
 
 
 def test_run_stops_at_the_failing_stage(inventory, write):
     inventory["group_vars"]["gpu"]["node_taints"] = []
     result = run("run", str(write(inventory)))
     assert result.returncode == 1
-    assert "<== check FAILED" in result.stdout and "[2/3] plan" not in result.stdout
+    assert "<== check FAILED" in result.stdout and "[1/4] check" in result.stdout
+    assert "[2/4] plan" not in result.stdout
 
 
 def test_plan_refuses_a_spec_with_errors(inventory, write):
@@ -105,7 +123,7 @@ def test_unusable_input_exits_2_without_a_traceback(inventory, write, tmp_path, 
         path = write(inventory)
         target = path / "group_vars" / "all.yml"
         target.write_text("cluster_name: [x\n" if breakage == "yaml" else target.read_text() + "clustr_size: 3\n")
-    for command in ("check", "plan", "run"):
+    for command in ("check", "plan", "fit", "run"):
         result = run(command, str(path))
         assert result.returncode == 2
         output = result.stdout + result.stderr
@@ -119,7 +137,7 @@ def test_unusable_input_exits_2_without_a_traceback(inventory, write, tmp_path, 
 def test_help_lists_commands_and_exit_codes():
     result = run("--help")
     assert result.returncode == 0
-    for word in ("check INVENTORY", "plan INVENTORY", "run INVENTORY", "rules", "exit codes"):
+    for word in ("check INVENTORY", "plan INVENTORY", "fit INVENTORY", "run INVENTORY", "rules", "exit codes"):
         assert word in result.stdout
 
 
