@@ -49,7 +49,7 @@ def test_nodes_carry_the_pools_labels_taints_and_the_kubelets_allocatable():
     env = load_environment(EXAMPLE)
     view = resolve(env)
     nodes = {n["metadata"]["name"]: n for n in node_objects(view)}
-    assert len(nodes) == 9
+    assert len(nodes) == 10
     a100 = nodes["gpu-a100-01"]
     assert a100["metadata"]["labels"][POOL_LABEL] == "gpu_a100"
     assert a100["metadata"]["labels"]["kubernetes.io/hostname"] == "gpu-a100-01"
@@ -105,7 +105,7 @@ def test_the_example_fits_and_reports_n_1_per_pool():
     assert pool(data, "gpu_a100")["requested"]["nvidia.com/mig-3g.40gb"] == 8
     t4 = pool(data, "gpu_t4_offline")["n_minus_1"]
     assert (t4["lost"], t4["pods_moved"], t4["unplaced"]) == ("gpu-t4-01", 12, 12)
-    assert t4["failures"][0]["reason"].startswith("0/8 nodes are available: ")
+    assert t4["failures"][0]["reason"].startswith("0/9 nodes are available: ")
 
 
 # ---------------------------------------------------------------- each placement rule through the spec
@@ -252,7 +252,7 @@ def run(*args):
 def test_fit_prints_the_table_and_exits_0_when_every_replica_fits():
     result = run("fit", "inventories/example")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("Fit for example: 106 replicas of 13 workloads on 9 nodes")
+    assert result.stdout.startswith("Fit for example: 106 replicas of 13 workloads on 10 nodes")
     assert "106 of 106 replicas placed; N-1: 3 of 5 pools keep every pod placed" in result.stdout
     assert result.stdout == render(fit(load_environment(EXAMPLE))) + "\n"
 

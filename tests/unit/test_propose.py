@@ -232,8 +232,8 @@ def test_the_example_proposal_places_everything_with_n_1_and_passes_the_checks()
     assert result.fit["fits"] and result.fit["n_minus_1_ok"]
     assert not has_errors(run_checks(result.env))
     hosts = {name: hosts for name, (_, hosts) in result.choice.items()}
-    assert hosts == {"cpu_general": 2, "mem_cache": 2, "gpu_a100": 2, "gpu_t4_offline": 2, "gpu_h100_bigmem": 2}
-    assert result.monthly == 2 * 420 + 2 * 1100 + 2 * 11500 + 2 * 1300 + 2 * 24000
+    assert hosts == {"cpu_general": 2, "mem_cache": 2, "gpu_a100": 2, "gpu_t4_offline": 2, "gpu_h100_bigmem": 3}
+    assert result.monthly == 2 * 420 + 2 * 1100 + 2 * 11500 + 2 * 1300 + 3 * 24000
 
 
 def run(*args):
@@ -246,7 +246,7 @@ def test_propose_prints_the_table_or_json_alone():
     assert table.stdout.startswith("Proposal for example: 106 replicas placed with N-1 headroom")
     assert "Running HiGHS" not in table.stdout + table.stderr  # the solver's banner is kept out
     data = json.loads(run("propose", "--json", "inventories/example").stdout)
-    assert data["proposed"]["monthly_cost"] == 76640
+    assert data["proposed"]["monthly_cost"] == 100640
     assert data["solver"]["status"] == "Optimal" and data["solver"]["name"] == "HiGHS"
     assert {pool["name"]: pool["changes"] for pool in data["pools"]} == {
         "cpu_general": ["-1 host"], "mem_cache": [], "gpu_a100": [], "gpu_t4_offline": ["+1 host"],
