@@ -216,14 +216,9 @@ def _render_stage(env: Environment, out: Path | None) -> bool:
 
 
 def _render(args: argparse.Namespace) -> int:
-    env = _load(args, sys.stdout)
-    if env is None:
-        return EXIT_UNUSABLE
-    findings = run_checks(env)
-    _print_findings(findings, sys.stdout)
-    if has_errors(findings):
-        print(f"{args.inventory}: {_summary(findings)}; fix them before rendering")
-        return EXIT_ERRORS
+    env = _checked(args, "rendering")
+    if isinstance(env, int):
+        return env
     return EXIT_OK if _render_stage(env, args.out) else EXIT_ERRORS
 
 

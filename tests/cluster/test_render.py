@@ -102,5 +102,5 @@ def test_an_invalid_object_fails_the_render_and_writes_nothing(tmp_path, monkeyp
 def test_render_refuses_a_spec_with_errors(inventory, write, tmp_path):
     inventory["group_vars"]["gpu"]["node_taints"] = []
     result = run("render", str(write(inventory)), "--out", str(tmp_path / "out"))
-    assert result.returncode == 1 and "POOL-GPU-TAINT" in result.stdout
+    assert result.returncode == 1 and "POOL-GPU-TAINT" in result.stderr and "before rendering" in result.stderr
     assert not (tmp_path / "out").exists()
