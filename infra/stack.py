@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 
 from infra.checks import has_errors, run_checks
 from infra.cluster.components import ConcernArgs, ConcernComponent
-from infra.cluster.concerns import build_concerns
+from infra.cluster.concerns import AFTER, build_concerns
 from infra.plan import build_plan
 from infra.resolve import resolve
 from infra.spec import Environment, SpecError, load_environment
@@ -84,7 +84,7 @@ def declare_cluster(env: Environment, settings: ClusterSettings) -> dict[str, Co
     for concern in build_concerns(resolve(env), settings.helm_releases):
         components[concern.name] = ConcernComponent(concern.name, ConcernArgs(
             concern=concern, provider=provider, helm_releases=settings.helm_releases,
-            depends_on=tuple(components.values())))
+            depends_on=tuple(components[name] for name in AFTER.get(concern.name, ()) if name in components)))
     pulumi.export("cluster", {name: {"objects": len(c.objects), "releases": sorted(c.releases)}
                               for name, c in components.items()})
     return components

@@ -16,6 +16,15 @@ from infra.resolve import Resolved
 
 BUILDERS = (nodes.build, tenancy.build, networking.build, storage.build, gpu.build, scheduling.build)
 
+# What each concern must wait for on a real cluster. Nothing waits for the node patches: a dependency on
+# a component is a dependency on each of its children, and the nodes are thousands.
+AFTER = {
+    "networking": ("crds", "tenancy"),  # NetworkAttachmentDefinitions: their CRD, the tenants' namespaces
+    "storage": ("crds", "networking"),  # provisioner pods need pod networking
+    "gpu": ("networking",),
+    "scheduling": ("crds", "networking"),
+}
+
 # API group of a CRD -> the Helm release whose chart installs it.
 CRDS_INSTALLED_BY = {"scheduling.volcano.sh": "volcano", "snapshot.storage.k8s.io": "csi-driver-nfs"}
 

@@ -304,3 +304,13 @@ def test_a_wrong_device_plugin_config_is_caught(mocks, monkeypatch):
     env, registered = _sabotaged(mocks, monkeypatch, "infra.cluster.gpu.device_plugin_config",
                                  lambda pool: {**real(pool), "flags": {"migStrategy": "single"}})
     assert nodes_with_a_wrong_device_plugin_config(env, registered)
+
+
+def test_concerns_wait_for_what_they_need_and_nothing_waits_for_the_node_patches():
+    from infra.cluster.concerns import AFTER, BUILDERS
+
+    order = ["crds"] + [build.__module__.rsplit(".", 1)[-1] for build in BUILDERS]
+    for concern, before in AFTER.items():
+        assert all(order.index(name) < order.index(concern) for name in before), concern
+    assert all("nodes" not in before for before in AFTER.values())
+    assert "tenancy" in AFTER["networking"]  # NetworkAttachmentDefinitions live in the tenants' namespaces
