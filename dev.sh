@@ -4,6 +4,7 @@
 #   ./dev.sh run [ENV]     the main job on inventories/ENV (default: example): check, plan, ...
 #   ./dev.sh test [ARGS]   ruff, mypy, then the whole test suite (ARGS go to pytest)
 #   ./dev.sh bench [ARGS]  check + plan benchmark on generated environments (figures only)
+#   ./dev.sh tools [--print-path]  build the pinned Go tools into the user's cache (or print their bin folders)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -51,8 +52,11 @@ case "$command" in
     setup
     exec "$VENV/bin/python" tests/benchmarks/bench_check_plan.py "$@"
     ;;
+  tools)
+    exec tools/build.sh "$@"
+    ;;
   *)
-    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
     [ "$command" = "-h" ] || [ "$command" = "--help" ] || exit 2
     ;;
 esac

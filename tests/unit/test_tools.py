@@ -1,0 +1,160 @@
+"""The pins of the Go tools (tools/<family>/go.mod), checked without building anything.
+
+The wrapper modules are the only place a tool version is written, so these tests read them and hold
+them against what the rest of the project pins: the Kubernetes version of the shipped environments
+and the Pulumi Python SDKs in constraints.txt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = ROOT / "tools"
+FAMILIES = ("etcd", "kubernetes", "pulumi", "pulumi-kubernetes")
+PSEUDO = re.compile(r"^v\d+\.0\.0-(\d{14})-([0-9a-f]{12})$")
+
+
+def parse_go_mod(text: str) -> tuple[dict[str, str], dict[str, tuple[str, str]], list[str]]:
+    """(requires, replaces old -> (new, version), tools) of a go.mod, blocks and single lines."""
+    requires: dict[str, str] = {}
+    replaces: dict[str, tuple[str, str]] = {}
+    tools: list[str] = []
+    block = None
+    for raw in text.splitlines():
+        line = raw.split("//")[0].strip()
+        if not line:
+            continue
+        if line.endswith("("):
+            block = line[:-1].strip()
+            continue
+        if line == ")":
+            block = None
+            continue
+        verb, rest = (block, line) if block else line.split(None, 1)
+        if verb == "require":
+            module, version = rest.split()
+            requires[module] = version
+        elif verb == "replace":
+            old, new = (side.split() for side in rest.split("=>"))
+            replaces[old[0]] = (new[0], new[1] if len(new) > 1 else "")
+        elif verb == "tool":
+            tools.append(rest)
+    return requires, replaces, tools
+
+
+def go_mod(family: str) -> tuple[dict[str, str], dict[str, tuple[str, str]], list[str]]:
+    return parse_go_mod((TOOLS / family / "go.mod").read_text())
+
+
+def pinned(package: str) -> str:
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        name, _, version = line.partition("==")
+        if name.strip().lower().replace("_", "-") == package:
+            return version.strip()
+    raise AssertionError(f"{package} is not pinned in constraints.txt")
+
+
+def shipped_kube_versions() -> set[str]:
+    return {
+        str(yaml.safe_load(path.read_text())["kube_version"]).removeprefix("v")
+        for path in (ROOT / "inventories").glob("*/group_vars/all.yml")
+    }
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_is_a_module_with_its_checksums(family):
+    requires, replaces, tools = go_mod(family)
+    sums = (TOOLS / family / "go.sum").read_text()
+    assert tools, f"{family}: go.mod names no tool"
+    for module, version in requires.items():
+        if module in replaces:
+            module, version = replaces[module]
+        assert f"{module} {version}/go.mod h1:" in sums, f"{family}: go.sum lacks {module} {version}"
+    for old, (new, version) in replaces.items():
+        assert version and not new.startswith("."), f"{family}: {old} replaced by a local path"
+
+
+def test_the_control_plane_is_the_shipped_kubernetes_version():
+    (kube,) = shipped_kube_versions()
+    requires, _, tools = go_mod("kubernetes")
+    assert requires["k8s.io/kubernetes"] == f"v{kube}"
+    assert sorted(tools) == [
+        f"k8s.io/kubernetes/cmd/{name}"
+        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+    ]
+
+
+def test_every_kubernetes_staging_module_is_replaced_at_the_matching_v0_version():
+    (kube,) = shipped_kube_versions()
+    staging = f"v0.{kube.split('.', 1)[1]}"
+    requires, replaces, _ = go_mod("kubernetes")
+    # kubernetes requires its staging modules at v0.0.0, which no proxy serves.
+    unreplaced = [m for m, v in requires.items() if v == "v0.0.0" and m not in replaces]
+    assert not unreplaced
+    k8s = {old: new for old, new in replaces.items() if old.startswith("k8s.io/")}
+    assert len(k8s) >= 29
+    assert all(new == (old, staging) for old, new in k8s.items()), {
+        old: new for old, new in k8s.items() if new != (old, staging)
+    }
+    assert set(replaces) == set(k8s)
+
+
+def test_the_pulumi_cli_matches_the_python_sdk_or_is_the_documented_nearest():
+    sdk = pinned("pulumi")
+    requires, replaces, tools = go_mod("pulumi")
+    cli = requires["github.com/pulumi/pulumi/pkg/v3"]
+    assert tools == ["github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"]
+    assert requires["github.com/pulumi/pulumi/sdk/v3"] == cli
+    if cli != f"v{sdk}":
+        header = " ".join((TOOLS / "pulumi" / "go.mod").read_text().replace("//", "").split())
+        assert f"pulumi {sdk} (constraints.txt)" in header
+        assert f"does not serve pkg/v3 v{sdk}; {cli} is the nearest" in header
+        assert tuple(map(int, cli[1:].split("."))) >= tuple(map(int, sdk.split(".")))
+    assert replaces == {
+        "github.com/atotto/clipboard": (
+            "github.com/tgummerer/clipboard",
+            "v0.0.0-20241001131231-d02d263e614e",
+        )
+    }
+
+
+def test_the_kubernetes_provider_is_a_pinned_commit_whose_release_is_named():
+    text = (TOOLS / "pulumi-kubernetes" / "go.mod").read_text()
+    requires, _, tools = parse_go_mod(text)
+    assert tools == ["github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes"]
+    assert PSEUDO.match(requires["github.com/pulumi/pulumi-kubernetes/provider/v4"])
+    (release,) = re.findall(r"^// provider-release: v(\d+\.\d+\.\d+)$", text, re.M)
+    sdk = pinned("pulumi-kubernetes")
+    if release != sdk:  # a mismatch must be the one the header explains
+        header = " ".join(text.replace("//", "").split())
+        assert f"commit of release v{release}" in header
+        assert f"pulumi-kubernetes {sdk}" in header
+
+
+def test_etcd_is_a_3_6_release():
+    requires, replaces, tools = go_mod("etcd")
+    assert re.fullmatch(r"v3\.6\.\d+", requires["go.etcd.io/etcd/server/v3"])
+    assert tools == ["go.etcd.io/etcd/server/v3"] and not replaces
+
+
+def test_the_cache_folder_is_keyed_by_each_family_s_go_mod_and_go_sum(tmp_path):
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path)}
+    printed = subprocess.run(
+        [str(TOOLS / "build.sh"), "--print-path"], env=env, check=True, capture_output=True, text=True
+    ).stdout.split()
+    expected = []
+    for family in FAMILIES:
+        digest = hashlib.sha256(
+            (TOOLS / family / "go.mod").read_bytes() + (TOOLS / family / "go.sum").read_bytes()
+        ).hexdigest()[:16]
+        expected.append(str(tmp_path / "k8s-node-pools" / "tools" / f"{family}-{digest}" / "bin"))
+    assert sorted(printed) == sorted(expected)
+    assert not list(tmp_path.iterdir()), "--print-path must build nothing"

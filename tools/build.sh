@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Builds the pinned tools of issue 8 from their Go modules, one wrapper module per family
+# (tools/<family>/go.mod + go.sum hold every version; nothing here names one).
+#   tools/build.sh                build every family that is not built yet
+#   tools/build.sh --print-path   print the bin folders, one a line (for PATH); builds nothing
+#   TOOLS_FAMILIES="etcd pulumi"  limit either to some families
+# Each family goes to $CACHE/<family>-<sha256 of its go.mod+go.sum, 16 hex>/bin, so a changed pin
+# builds into a new folder and an unchanged one is skipped. Binaries are built with -trimpath,
+# CGO_ENABLED=0 and the Go on PATH (GOTOOLCHAIN=local: no toolchain download).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/tools
+FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes pulumi pulumi-kubernetes}
+
+family_dir() {
+  local key
+  key=$(cat "$1/go.mod" "$1/go.sum" | sha256sum | cut -c1-16)
+  echo "$CACHE/$1-$key"
+}
+
+if [ "${1:-}" = "--print-path" ]; then
+  for family in $FAMILIES; do
+    echo "$(family_dir "$family")/bin"
+  done
+  exit 0
+elif [ -n "${1:-}" ]; then
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+fi
+
+command -v go >/dev/null || { echo "tools: needs Go (1.26) on PATH" >&2; exit 2; }
+
+version_of() { (cd "$family" && go list -m -f '{{.Version}}' "$1"); }
+dir_of() { (cd "$family" && go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'); }
+
+# Each build_<family> writes its binaries into $out (an empty folder) from the wrapper module.
+build_etcd() {
+  local v
+  v=$(version_of go.etcd.io/etcd/server/v3)
+  echo "tools: etcd: go.etcd.io/etcd/server/v3 $v" >&2
+  (cd etcd && go build -trimpath -o "$out/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kubernetes() {
+  local v t minor ldflags="" pkg key value
+  v=$(version_of k8s.io/kubernetes)
+  t=$(cd kubernetes && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+  minor=${v#v*.}
+  minor=${minor%%.*}
+  # What hack/lib/version.sh stamps, in both places that read it; the provider reads /version.
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    for key in gitVersion=$v gitMajor=1 gitMinor=$minor gitTreeState=archive buildDate=$t; do
+      ldflags+=" -X $pkg.$key"
+    done
+  done
+  for pkg in kube-apiserver kube-controller-manager kube-scheduler; do
+    echo "tools: kubernetes: $pkg from k8s.io/kubernetes $v" >&2
+    (cd kubernetes && go build -trimpath -ldflags "$ldflags" -o "$out/$pkg" "k8s.io/kubernetes/cmd/$pkg")
+  done
+}
+
+build_pulumi() {
+  local v sdk
+  v=$(version_of github.com/pulumi/pulumi/pkg/v3)
+  echo "tools: pulumi: github.com/pulumi/pulumi/pkg/v3/cmd/pulumi $v" >&2
+  (cd pulumi && go build -trimpath -tags osusergo,grpcnotrace \
+    -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" \
+    -o "$out/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+  # The Python language host runs this script from its own folder (bundled hosts live beside
+  # pulumi). The host itself is not served by the proxy (see tools/pulumi/go.mod).
+  sdk=$(dir_of "github.com/pulumi/pulumi/sdk/v3@$(version_of github.com/pulumi/pulumi/sdk/v3)")
+  install -m 0644 "$sdk/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
+}
+
+build_pulumi-kubernetes() {
+  local mod dir release cmd gen
+  mod=github.com/pulumi/pulumi-kubernetes/provider/v4
+  release=$(sed -n 's#^// provider-release: \(v[0-9.]*\)$#\1#p' pulumi-kubernetes/go.mod)
+  [ -n "$release" ] || { echo "tools: pulumi-kubernetes/go.mod has no '// provider-release:' line" >&2; return 1; }
+  echo "tools: pulumi-kubernetes: $mod $(version_of $mod) (release $release)" >&2
+  dir=$(dir_of "$mod@$(version_of $mod)")
+  cmd=$dir/cmd/pulumi-resource-kubernetes
+  # main.go embeds two files that upstream generates (go generate) and does not ship: the schema
+  # with its version set, and the Terraform mapping. The go command refuses overlays inside the
+  # module cache, so the package is laid out virtually in the wrapper module (an overlay of
+  # upstream's main.go plus the generated files); nothing is written to the work tree.
+  gen=$(mktemp -d)
+  trap 'rm -rf "$gen"' RETURN
+  python3 - "$cmd" "$gen" "${release#v}" "$PWD/pulumi-kubernetes/pulumi-resource-kubernetes" <<'PY'
+import json, sys, pathlib
+cmd, gen, version, pkg = map(pathlib.Path, sys.argv[1:5])
+schema = json.loads((cmd / "schema.json").read_text())
+schema["version"] = str(version)
+(gen / "schema-embed.json").write_text(json.dumps(schema, separators=(",", ":")))
+mapping = json.loads((cmd / "terraform-mapping.json").read_text())
+(gen / "terraform-mapping-embed.json").write_text(json.dumps(mapping, separators=(",", ":")))
+replace = {str(pkg / "main.go"): str(cmd / "main.go")}
+replace.update({str(pkg / n): str(gen / n) for n in ("schema-embed.json", "terraform-mapping-embed.json")})
+(gen / "overlay.json").write_text(json.dumps({"Replace": replace}))
+PY
+  (cd pulumi-kubernetes && go build -trimpath -overlay "$gen/overlay.json" \
+    -ldflags "-X $mod/pkg/version.Version=${release#v}" \
+    -o "$out/pulumi-resource-kubernetes" ./pulumi-resource-kubernetes)
+}
+
+for family in $FAMILIES; do
+  [ -f "$family/go.mod" ] || { echo "tools: no such family: $family" >&2; exit 2; }
+  dir=$(family_dir "$family")
+  if [ -f "$dir/.complete" ]; then
+    echo "tools: $family: up to date in $dir" >&2
+    continue
+  fi
+  out=$dir.partial/bin
+  rm -rf "$dir.partial"
+  mkdir -p "$out"
+  start=$SECONDS
+  if ! "build_$family"; then
+    echo "tools: building $family FAILED after $((SECONDS - start)) s (nothing cached for it)" >&2
+    rm -rf "$dir.partial"
+    exit 1
+  fi
+  (cd "$out" && ls -1) >"$dir.partial/.complete"
+  rm -rf "$dir"
+  mv "$dir.partial" "$dir"
+  echo "tools: $family: built in $((SECONDS - start)) s into $dir/bin" >&2
+done
