@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for people and CI. Creates .venv with the pinned versions on first use (again
 # only when pyproject.toml or constraints.txt change), then:
-#   ./dev.sh run [ENV]     the main job on inventories/ENV (default: example): check, plan, ...
+#   ./dev.sh run [ENV]     the main job on inventories/ENV (default: example): check, plan, fit, render
 #   ./dev.sh test [ARGS]   ruff, mypy, then the whole test suite (ARGS go to pytest)
 #   ./dev.sh bench [ARGS]  check + plan benchmark on generated environments (figures only)
 #   ./dev.sh tools [--print-path]  build the pinned Go tools into the user's cache (or print their bin folders)
