@@ -18,6 +18,9 @@ LABEL=k8s-node-pools.sandbox
 IMAGE_REPO=localhost/k8s-node-pools-host
 VM_MEMORY=${SANDBOX_VM_MEMORY:-2048}
 VM_BOOT_TIMEOUT=${SANDBOX_VM_BOOT_TIMEOUT:-300}
+# Software emulation: KVM is not usable on this machine kind (README.md, "What fails").
+VM_ACCEL=${SANDBOX_VM_ACCEL:-tcg,thread=multi}
+VM_CPU=${SANDBOX_VM_CPU:-max}
 # What every host needs for Ansible, testinfra and systemd (tests in ../shared/notes/test-hosts.md).
 HOST_PACKAGES=python3,python3-apt,systemd,systemd-sysv,dbus,openssh-server,iproute2,procps,kmod,pciutils,sudo,ca-certificates
 # The VM also boots a kernel of its own, from its own rootfs.
@@ -51,7 +54,7 @@ Commands:
   ssh NAME [CMD] ssh to a host or to sb-vm-1 with the sandbox key
 
 Environment: SANDBOX_SUITE (bookworm), SANDBOX_MIRROR, SANDBOX_VM_MEMORY (MiB, $VM_MEMORY),
-SANDBOX_VM_BOOT_TIMEOUT (s, $VM_BOOT_TIMEOUT), SANDBOX_STATE (.state).
+SANDBOX_VM_BOOT_TIMEOUT (s, $VM_BOOT_TIMEOUT), SANDBOX_VM_ACCEL ($VM_ACCEL), SANDBOX_VM_CPU ($VM_CPU), SANDBOX_STATE (.state).
 EOF
 }
 
@@ -310,7 +313,7 @@ vm_image() {
   local h base
   h=$( (recipe "$VM_PACKAGES"; cat "$HOSTS_DIR/id_ed25519.pub") | sha256sum | cut -c1-12)
   base=$VM_DIR/base-$h
-  if [[ -f $base.qcow2 ]]; then
+  if [[ -f $base.raw ]]; then
     echo "==> VM image $h is current"
     VM_BASE=$base
     return
@@ -320,21 +323,22 @@ vm_image() {
   step "build the VM rootfs with mmdebstrap (+ linux-image-amd64)"
   build_rootfs "$VM_PACKAGES" "$base.root" directory
   done_step "$(du -sh "$base.root" | cut -f1)"
-  step "make its ext4 image and qcow2 base"
+  step "make its ext4 image (the base every boot overlays)"
   cp "$HOSTS_DIR/id_ed25519.pub" "$base.root/root/.ssh/authorized_keys"
   printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$base.root/etc/fstab"
   printf 'sb-vm-1\n' >"$base.root/etc/hostname"
   printf '[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n' >"$base.root/etc/systemd/network/10-dhcp.network"
   ln -sf /lib/systemd/system/systemd-networkd.service \
     "$base.root/etc/systemd/system/multi-user.target.wants/systemd-networkd.service"
-  cp "$(ls "$base.root"/boot/vmlinuz-* | tail -n1)" "$base.vmlinuz"
-  cp "$(ls "$base.root"/boot/initrd.img-* | tail -n1)" "$base.initrd"
-  truncate -s 4G "$base.raw"
-  mkfs.ext4 -q -F -L root -d "$base.root" "$base.raw"
-  qemu-img convert -O qcow2 "$base.raw" "$base.qcow2.partial"
-  mv "$base.qcow2.partial" "$base.qcow2"
-  rm -rf "$base.raw" "$base.root"
-  done_step "$(du -h "$base.qcow2" | cut -f1) qcow2"
+  local kernels=("$base.root"/boot/vmlinuz-*) initrds=("$base.root"/boot/initrd.img-*)
+  cp "${kernels[-1]}" "$base.vmlinuz"
+  cp "${initrds[-1]}" "$base.initrd"
+  # A sparse raw file as the read-only base; each boot writes to its own qcow2 overlay.
+  truncate -s 4G "$base.raw.partial"
+  mkfs.ext4 -q -F -L root -d "$base.root" "$base.raw.partial"
+  mv "$base.raw.partial" "$base.raw"
+  rm -rf "$base.root"
+  done_step "$(du -h "$base.raw" | cut -f1) used of 4G"
   VM_BASE=$base
 }
 
@@ -349,10 +353,10 @@ cmd_vm_up() {
   vm_image
   local port
   port=$(free_port)
-  step "boot the VM (TCG, ${VM_MEMORY} MiB, ssh on 127.0.0.1:$port)"
-  qemu-img create -q -f qcow2 -F qcow2 -b "$VM_BASE.qcow2" "$VM_DIR/overlay.qcow2"
+  step "boot the VM (${VM_ACCEL%%,*}, ${VM_MEMORY} MiB, ssh on 127.0.0.1:$port)"
+  qemu-img create -q -f qcow2 -F raw -b "$VM_BASE.raw" "$VM_DIR/overlay.qcow2"
   echo "$port" >"$VM_DIR/port"
-  qemu-system-x86_64 -name sb-vm-1 -machine q35 -accel tcg,thread=multi -cpu max -smp 2 -m "$VM_MEMORY" \
+  qemu-system-x86_64 -name sb-vm-1 -machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU" -smp 2 -m "$VM_MEMORY" \
     -kernel "$VM_BASE.vmlinuz" -initrd "$VM_BASE.initrd" \
     -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0" \
     -drive "file=$VM_DIR/overlay.qcow2,if=virtio,format=qcow2" \
