@@ -241,7 +241,7 @@ cmd_up() {
   need podman ssh
   cmd_image
   ssh_key
-  local tag names=() name started=() kept=()
+  local tag names=() name started=() kept=() old
   tag=$(image_tag)
   mapfile -t names < <(wanted_hosts "$@")
   [[ ${#names[@]} -gt 0 ]] || die "no hosts to start"
@@ -281,6 +281,10 @@ cmd_up() {
   wait_all
   write_overlay "${names[@]}"
   done_step "inventory overlay: ${HOSTS_DIR#"$ROOT"/}/inventory.yml"
+  # Images of older recipes, once no host uses them.
+  for old in $(pm images --filter "reference=$IMAGE_REPO" --format '{{.Repository}}:{{.Tag}}'); do
+    [[ $old == "$tag" ]] || pm image rm "$old" >/dev/null 2>&1 || true
+  done
 }
 
 wait_all() { local rc=0; while true; do wait -n || { [[ $? == 127 ]] && break; rc=1; }; done; [[ $rc == 0 ]] || die "a host did not come up"; }
@@ -319,7 +323,7 @@ vm_image() {
     return
   fi
   mkdir -p "$VM_DIR"
-  rm -rf "$base.root"
+  rm -rf "$VM_DIR"/base-* # an older recipe's image
   step "build the VM rootfs with mmdebstrap (+ linux-image-amd64)"
   build_rootfs "$VM_PACKAGES" "$base.root" directory
   done_step "$(du -sh "$base.root" | cut -f1)"
