@@ -239,12 +239,13 @@ write_overlay() {
 
 cmd_up() {
   need podman ssh
+  local tag names=() name started=() kept=() old wanted
+  wanted=$(wanted_hosts "$@") # not in a process substitution, so that its errors stop the run
+  [[ -n $wanted ]] || die "no hosts to start"
+  mapfile -t names <<<"$wanted"
   cmd_image
   ssh_key
-  local tag names=() name started=() kept=() old
   tag=$(image_tag)
-  mapfile -t names < <(wanted_hosts "$@")
-  [[ ${#names[@]} -gt 0 ]] || die "no hosts to start"
   for name in $(our_containers); do
     if ! printf '%s\n' "${names[@]}" | grep -qx "$name"; then
       step "remove $name (not wanted any more)"
