@@ -1,0 +1,435 @@
+#!/usr/bin/env bash
+# Disposable sandbox hosts for the host layer: systemd containers (rootful podman, slirp4netns) and
+# an emulated VM (qemu TCG, a real Debian kernel) for the kernel state containers cannot prove.
+# Every file it writes lives under the checkout's .state/; it never changes this machine's kernel
+# settings (no sysctl, no modprobe, no bridge network). Measured figures: tests/hosts/README.md.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STATE=${SANDBOX_STATE:-$ROOT/.state}
+PODMAN_DIR=$STATE/podman
+HOSTS_DIR=$STATE/hosts
+IMAGES_DIR=$STATE/images
+VM_DIR=$STATE/vm
+SUITE=${SANDBOX_SUITE:-bookworm}
+MIRROR=${SANDBOX_MIRROR:-http://deb.debian.org/debian}
+SECURITY_MIRROR=${SANDBOX_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+LABEL=k8s-node-pools.sandbox
+IMAGE_REPO=localhost/k8s-node-pools-host
+VM_MEMORY=${SANDBOX_VM_MEMORY:-2048}
+VM_BOOT_TIMEOUT=${SANDBOX_VM_BOOT_TIMEOUT:-300}
+# Software emulation: KVM is not usable on this machine kind (README.md, "What fails").
+VM_ACCEL=${SANDBOX_VM_ACCEL:-tcg,thread=multi}
+VM_CPU=${SANDBOX_VM_CPU:-max}
+# What every host needs for Ansible, testinfra and systemd (tests in ../shared/notes/test-hosts.md).
+HOST_PACKAGES=python3,python3-apt,systemd,systemd-sysv,dbus,openssh-server,iproute2,procps,kmod,pciutils,sudo,ca-certificates
+# The VM also boots a kernel of its own, from its own rootfs.
+VM_PACKAGES=$HOST_PACKAGES,linux-image-amd64,initramfs-tools,e2fsprogs
+
+export CONTAINERS_CONF=$PODMAN_DIR/containers.conf
+export CONTAINERS_STORAGE_CONF=$PODMAN_DIR/storage.conf
+export CONTAINERS_REGISTRIES_CONF=$PODMAN_DIR/registries.conf
+export TMPDIR=$STATE/tmp
+
+usage() {
+  cat <<EOF
+Usage: tests/hosts/sandbox.sh COMMAND [ARGS]
+
+Disposable Debian ($SUITE) hosts for the host layer, all state under .state/ of this checkout.
+
+Commands:
+  install        apt-get install what this needs (podman, slirp4netns, runc, mmdebstrap, qemu); root, Debian
+  image          build the host rootfs and its podman image once; rebuilt only when the recipe changes
+  up [N | --from-inventory DIR]
+                 start one systemd host per inventory host (default: --from-inventory inventories/sandbox)
+                 or N hosts named sb-host-1..N; container and hostname = the inventory host's name,
+                 ssh published on 127.0.0.1 only. Writes the connection variables to
+                 .state/hosts/inventory.yml (use: ansible-playbook -i inventories/sandbox -i .state/hosts/inventory.yml).
+                 Idempotent: running hosts of the current image are kept; hosts no longer wanted are removed.
+  down           remove every sandbox host (and the overlay inventory)
+  status         list the sandbox hosts and the VM
+  vm-up          boot the emulated VM (qemu TCG, the rootfs's own kernel, a qcow2 overlay) and wait for ssh;
+                 connection variables in .state/vm/inventory.yml (host sb-vm-1)
+  vm-down        stop the VM and drop its overlay (the base image stays cached)
+  ssh NAME [CMD] ssh to a host or to sb-vm-1 with the sandbox key
+
+Environment: SANDBOX_SUITE (bookworm), SANDBOX_MIRROR, SANDBOX_VM_MEMORY (MiB, $VM_MEMORY),
+SANDBOX_VM_BOOT_TIMEOUT (s, $VM_BOOT_TIMEOUT), SANDBOX_VM_ACCEL ($VM_ACCEL), SANDBOX_VM_CPU ($VM_CPU), SANDBOX_STATE (.state).
+EOF
+}
+
+T0=$(date +%s.%N)
+step_start=
+step() { step_start=$(date +%s.%N); printf '==> %s\n' "$*"; }
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+done_step() { printf '    done in %s s%s\n' "$(since "$step_start")" "${1:+ ($1)}"; }
+die() { printf 'sandbox: %s\n' "$*" >&2; exit 1; }
+need() { for c in "$@"; do command -v "$c" >/dev/null || die "$c is missing: run tests/hosts/sandbox.sh install"; done; }
+
+setup_podman() {
+  mkdir -p "$PODMAN_DIR" "$TMPDIR" "$HOSTS_DIR"
+  # runc: crun refuses this kernel's hybrid cgroups; cgroupfs: PID 1 is not systemd; slirp4netns: the
+  # default bridge network would add a bridge and turn on ip_forward; ulimits: no CAP_SYS_RESOURCE here.
+  cat >"$CONTAINERS_CONF.new" <<EOF
+[containers]
+netns = "slirp4netns"
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+log_driver = "k8s-file"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = "$PODMAN_DIR/events.log"
+tmp_dir = "$PODMAN_DIR/tmp"
+volume_path = "$PODMAN_DIR/volumes"
+static_dir = "$PODMAN_DIR/libpod"
+
+[network]
+network_config_dir = "$PODMAN_DIR/networks"
+EOF
+  cat >"$CONTAINERS_STORAGE_CONF.new" <<EOF
+[storage]
+driver = "overlay"
+graphroot = "$PODMAN_DIR/storage"
+runroot = "$PODMAN_DIR/run"
+EOF
+  printf 'unqualified-search-registries = []\n' >"$CONTAINERS_REGISTRIES_CONF.new"
+  for f in "$CONTAINERS_CONF" "$CONTAINERS_STORAGE_CONF" "$CONTAINERS_REGISTRIES_CONF"; do
+    if cmp -s "$f.new" "$f"; then rm "$f.new"; else mv "$f.new" "$f"; fi
+  done
+}
+
+pm() { podman "$@"; }
+
+ssh_key() {
+  mkdir -p "$HOSTS_DIR"
+  [[ -f $HOSTS_DIR/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N '' -C sandbox -f "$HOSTS_DIR/id_ed25519"
+}
+
+SSH_OPTS=(-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes
+  -o ConnectTimeout=5)
+
+# The rootfs recipe, shared by the containers and the VM. Its hash names the image, so a changed
+# recipe (or a changed version of this script's recipe parts) builds a new one.
+recipe() { # $1 = packages
+  cat <<EOF
+suite=$SUITE mirror=$MIRROR security=$SECURITY_MIRROR variant=minbase packages=$1
+$(declare -f customize_hook)
+EOF
+}
+recipe_hash() { recipe "$1" | sha256sum | cut -c1-12; }
+
+# Run by mmdebstrap on the finished tree ($1). Host identity is made per host at boot, never shared.
+customize_hook() {
+  rm -f "$1"/etc/hostname "$1"/etc/ssh/ssh_host_*
+  : >"$1"/etc/machine-id
+  mkdir -p "$1"/etc/systemd/system/ssh.service.d
+  printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
+    >"$1"/etc/systemd/system/ssh.service.d/10-host-keys.conf
+  mkdir -p "$1"/root/.ssh && chmod 700 "$1"/root/.ssh
+  sed -i 's/^#\?PermitRootLogin.*/PermitRootLogin prohibit-password/' "$1"/etc/ssh/sshd_config
+}
+
+build_rootfs() { # $1 = packages, $2 = output (tar or directory)
+  need mmdebstrap
+  # --skip=cleanup/apt/lists keeps the package lists: apt's cache_valid_time would skip the update and
+  # the roles' installs would then fail.
+  mmdebstrap --quiet --variant=minbase ${3:+--format=$3} --include="$1" --skip=cleanup/apt/lists \
+    --customize-hook="$(declare -f customize_hook); customize_hook \"\$1\"" \
+    "$SUITE" "$2" \
+    "deb $MIRROR $SUITE main" "deb $MIRROR $SUITE-updates main" "deb $SECURITY_MIRROR $SUITE-security main"
+}
+
+image_tag() { echo "$IMAGE_REPO:$(recipe_hash "$HOST_PACKAGES")"; }
+
+cmd_image() {
+  need podman
+  setup_podman
+  local tag tar
+  tag=$(image_tag)
+  if pm image exists "$tag"; then
+    echo "==> image $tag is current (recipe unchanged)"
+    return
+  fi
+  mkdir -p "$IMAGES_DIR"
+  tar=$IMAGES_DIR/host-${tag##*:}.tar
+  step "build the $SUITE rootfs with mmdebstrap (minbase + $HOST_PACKAGES)"
+  build_rootfs "$HOST_PACKAGES" "$tar.partial" tar
+  mv "$tar.partial" "$tar"
+  done_step "$(du -h "$tar" | cut -f1) tar"
+  step "import it as $tag"
+  pm import --quiet --change 'CMD ["/sbin/init"]' --change 'ENV container=podman' \
+    --change 'STOPSIGNAL SIGRTMIN+3' "$tar" "$tag" >/dev/null
+  rm -f "$tar"
+  done_step
+}
+
+# Hosts wanted: names, one a line.
+wanted_hosts() { # args as given to up
+  if [[ $# -ge 1 && $1 =~ ^[0-9]+$ ]]; then
+    for ((i = 1; i <= $1; i++)); do echo "sb-host-$i"; done
+    return
+  fi
+  local inv=inventories/sandbox
+  if [[ $# -ge 1 ]]; then
+    [[ $1 == --from-inventory && $# -eq 2 ]] || die "up takes N or --from-inventory DIR"
+    inv=$2
+  fi
+  [[ $inv = /* ]] || inv=$ROOT/$inv
+  [[ -e $inv ]] || die "no inventory at $inv"
+  if [[ -x $ROOT/.venv/bin/ansible-inventory ]]; then
+    "$ROOT/.venv/bin/ansible-inventory" -i "$inv" --list 2>/dev/null |
+      python3 -c 'import json,sys; print("\n".join(sorted(json.load(sys.stdin)["_meta"]["hostvars"])))'
+  else
+    python3 - "$inv" <<'EOF'
+import pathlib, sys, yaml
+p = pathlib.Path(sys.argv[1]); p = p / "hosts.yml" if p.is_dir() else p
+names = set()
+def walk(group):
+    for name in (group or {}).get("hosts") or {}: names.add(name)
+    for child in ((group or {}).get("children") or {}).values(): walk(child)
+for group in (yaml.safe_load(p.read_text()) or {}).values(): walk(group)
+print("\n".join(sorted(names)))
+EOF
+  fi
+}
+
+our_containers() { pm ps -a --filter "label=$LABEL" --format '{{.Names}}'; }
+
+host_port() { pm port "$1" 22/tcp | sed 's/.*://'; }
+
+wait_host() { # $1 = name: systemd up, then ssh answering
+  local name=$1 state port
+  for _ in $(seq 1 120); do
+    state=$(pm exec "$name" systemctl is-system-running 2>/dev/null || true)
+    [[ $state == running || $state == degraded ]] && break
+    sleep 0.25
+  done
+  [[ $state == running || $state == degraded ]] || die "$name: systemd is '$state' after 30 s"
+  [[ $state == degraded ]] && echo "    $name: systemd degraded: $(pm exec "$name" systemctl --failed --plain --no-legend | awk '{print $1}' | tr '\n' ' ')"
+  port=$(host_port "$name")
+  for _ in $(seq 1 60); do
+    ssh "${SSH_OPTS[@]}" -i "$HOSTS_DIR/id_ed25519" -p "$port" root@127.0.0.1 true 2>/dev/null && return 0
+    sleep 0.5
+  done
+  die "$name: no ssh on 127.0.0.1:$port after 30 s"
+}
+
+write_overlay() {
+  local out=$HOSTS_DIR/inventory.yml name
+  {
+    echo "# Written by tests/hosts/sandbox.sh up: how to reach the sandbox hosts. Use with -i inventories/sandbox."
+    echo "# Host variables, so they win over any group's; sandbox_container names the podman container."
+    echo "all:"
+    echo "  hosts:"
+    for name in "$@"; do
+      echo "    $name:"
+      echo "      ansible_host: 127.0.0.1"
+      echo "      ansible_port: $(host_port "$name")"
+      echo "      ansible_user: root"
+      echo "      ansible_python_interpreter: /usr/bin/python3"
+      echo "      ansible_ssh_private_key_file: $HOSTS_DIR/id_ed25519"
+      echo "      ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+      echo "      sandbox_container: $name"
+    done
+  } >"$out.new"
+  mv "$out.new" "$out"
+}
+
+cmd_up() {
+  need podman ssh
+  local tag names=() name started=() kept=() old wanted
+  wanted=$(wanted_hosts "$@") # not in a process substitution, so that its errors stop the run
+  [[ -n $wanted ]] || die "no hosts to start"
+  mapfile -t names <<<"$wanted"
+  cmd_image
+  ssh_key
+  tag=$(image_tag)
+  for name in $(our_containers); do
+    if ! printf '%s\n' "${names[@]}" | grep -qx "$name"; then
+      step "remove $name (not wanted any more)"
+      pm rm -f -t 5 "$name" >/dev/null
+      done_step
+    fi
+  done
+  step "start ${#names[@]} host(s): ${names[*]}"
+  for name in "${names[@]}"; do
+    if pm container exists "$name"; then
+      [[ $(pm inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$name") == 1 ]] ||
+        die "a container named $name exists and is not a sandbox host: remove or rename it"
+      if [[ $(pm inspect -f '{{.ImageName}}' "$name") != "$tag" ]]; then
+        echo "    $name runs an older image: recreating"
+        pm rm -f -t 5 "$name" >/dev/null
+      elif [[ $(pm inspect -f '{{.State.Running}}' "$name") == true ]]; then
+        kept+=("$name")
+        continue
+      else
+        pm start "$name" >/dev/null
+        started+=("$name")
+        continue
+      fi
+    fi
+    pm run -d --name "$name" --hostname "$name" --label "$LABEL=1" \
+      --systemd=always --network slirp4netns --publish 127.0.0.1::22 \
+      -v "$HOSTS_DIR/id_ed25519.pub:/root/.ssh/authorized_keys:ro" \
+      "$tag" >/dev/null
+    started+=("$name")
+  done
+  done_step "${#started[@]} started, ${#kept[@]} already running"
+  step "wait for systemd and ssh"
+  for name in "${names[@]}"; do wait_host "$name" & done
+  wait_all
+  write_overlay "${names[@]}"
+  done_step "inventory overlay: ${HOSTS_DIR#"$ROOT"/}/inventory.yml"
+  # Images of older recipes, once no host uses them.
+  for old in $(pm images --filter "reference=$IMAGE_REPO" --format '{{.Repository}}:{{.Tag}}'); do
+    [[ $old == "$tag" ]] || pm image rm "$old" >/dev/null 2>&1 || true
+  done
+}
+
+wait_all() { local rc=0; while true; do wait -n || { [[ $? == 127 ]] && break; rc=1; }; done; [[ $rc == 0 ]] || die "a host did not come up"; }
+
+cmd_down() {
+  setup_podman
+  local names
+  mapfile -t names < <(our_containers)
+  step "remove ${#names[@]} host(s)${names[*]:+: ${names[*]}}"
+  [[ ${#names[@]} -eq 0 ]] || pm rm -f -t 5 "${names[@]}" >/dev/null
+  rm -f "$HOSTS_DIR/inventory.yml"
+  done_step
+}
+
+cmd_status() {
+  setup_podman
+  echo "image: $(image_tag) $(pm image exists "$(image_tag)" && echo built || echo 'not built')"
+  pm ps -a --filter "label=$LABEL" --format 'table {{.Names}}\t{{.Status}}\t{{.Ports}}\t{{.Image}}'
+  if vm_running; then echo "vm: sb-vm-1 running, pid $(cat "$VM_DIR/qemu.pid"), ssh 127.0.0.1:$(cat "$VM_DIR/port")"
+  else echo "vm: not running"; fi
+}
+
+# ---- emulated VM tier ------------------------------------------------------------------------------
+
+vm_running() { [[ -f $VM_DIR/qemu.pid ]] && kill -0 "$(cat "$VM_DIR/qemu.pid")" 2>/dev/null; }
+
+vm_image() {
+  need mmdebstrap qemu-img mkfs.ext4
+  ssh_key
+  local h base
+  h=$( (recipe "$VM_PACKAGES"; cat "$HOSTS_DIR/id_ed25519.pub") | sha256sum | cut -c1-12)
+  base=$VM_DIR/base-$h
+  if [[ -f $base.raw ]]; then
+    echo "==> VM image $h is current"
+    VM_BASE=$base
+    return
+  fi
+  mkdir -p "$VM_DIR"
+  rm -rf "$VM_DIR"/base-* # an older recipe's image
+  step "build the VM rootfs with mmdebstrap (+ linux-image-amd64)"
+  build_rootfs "$VM_PACKAGES" "$base.root" directory
+  done_step "$(du -sh "$base.root" | cut -f1)"
+  step "make its ext4 image (the base every boot overlays)"
+  cp "$HOSTS_DIR/id_ed25519.pub" "$base.root/root/.ssh/authorized_keys"
+  printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$base.root/etc/fstab"
+  printf 'sb-vm-1\n' >"$base.root/etc/hostname"
+  printf '[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n' >"$base.root/etc/systemd/network/10-dhcp.network"
+  ln -sf /lib/systemd/system/systemd-networkd.service \
+    "$base.root/etc/systemd/system/multi-user.target.wants/systemd-networkd.service"
+  local kernels=("$base.root"/boot/vmlinuz-*) initrds=("$base.root"/boot/initrd.img-*)
+  cp "${kernels[-1]}" "$base.vmlinuz"
+  cp "${initrds[-1]}" "$base.initrd"
+  # A sparse raw file as the read-only base; each boot writes to its own qcow2 overlay.
+  truncate -s 4G "$base.raw.partial"
+  mkfs.ext4 -q -F -L root -d "$base.root" "$base.raw.partial"
+  mv "$base.raw.partial" "$base.raw"
+  rm -rf "$base.root"
+  done_step "$(du -h "$base.raw" | cut -f1) used of 4G"
+  VM_BASE=$base
+}
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+cmd_vm_up() {
+  need qemu-system-x86_64 ssh
+  if vm_running; then
+    echo "==> VM sb-vm-1 already running (ssh 127.0.0.1:$(cat "$VM_DIR/port"))"
+    return
+  fi
+  vm_image
+  local port
+  port=$(free_port)
+  step "boot the VM (${VM_ACCEL%%,*}, ${VM_MEMORY} MiB, ssh on 127.0.0.1:$port)"
+  qemu-img create -q -f qcow2 -F raw -b "$VM_BASE.raw" "$VM_DIR/overlay.qcow2"
+  echo "$port" >"$VM_DIR/port"
+  qemu-system-x86_64 -name sb-vm-1 -machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU" -smp 2 -m "$VM_MEMORY" \
+    -kernel "$VM_BASE.vmlinuz" -initrd "$VM_BASE.initrd" \
+    -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0" \
+    -drive "file=$VM_DIR/overlay.qcow2,if=virtio,format=qcow2" \
+    -netdev "user,id=n0,ipv6=off,hostfwd=tcp:127.0.0.1:$port-:22" -device virtio-net-pci,netdev=n0 \
+    -display none -serial "file:$VM_DIR/console.log" -monitor none \
+    -pidfile "$VM_DIR/qemu.pid" -daemonize
+  local deadline=$((SECONDS + VM_BOOT_TIMEOUT))
+  until ssh "${SSH_OPTS[@]}" -i "$HOSTS_DIR/id_ed25519" -p "$port" root@127.0.0.1 true 2>/dev/null; do
+    vm_running || die "qemu exited; see ${VM_DIR#"$ROOT"/}/console.log"
+    ((SECONDS < deadline)) || die "no ssh after ${VM_BOOT_TIMEOUT} s; see ${VM_DIR#"$ROOT"/}/console.log"
+    sleep 2
+  done
+  {
+    echo "# Written by tests/hosts/sandbox.sh vm-up."
+    echo "all:"
+    echo "  hosts:"
+    echo "    sb-vm-1: {ansible_host: 127.0.0.1, ansible_port: $port, ansible_user: root,"
+    echo "              ansible_python_interpreter: /usr/bin/python3, ansible_ssh_private_key_file: $HOSTS_DIR/id_ed25519,"
+    echo "              ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null}"
+  } >"$VM_DIR/inventory.yml"
+  done_step "qemu RSS $(($(awk '/VmRSS/{print $2}' "/proc/$(cat "$VM_DIR/qemu.pid")/status") / 1024)) MiB"
+}
+
+cmd_vm_down() {
+  step "stop the VM"
+  if vm_running; then
+    local pid
+    pid=$(cat "$VM_DIR/qemu.pid")
+    kill "$pid"
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+  fi
+  rm -f "$VM_DIR/qemu.pid" "$VM_DIR/overlay.qcow2" "$VM_DIR/port" "$VM_DIR/inventory.yml"
+  done_step
+}
+
+cmd_ssh() {
+  [[ $# -ge 1 ]] || die "ssh NAME [CMD]"
+  local name=$1 port
+  shift
+  if [[ $name == sb-vm-1 ]]; then port=$(cat "$VM_DIR/port"); else setup_podman; port=$(host_port "$name"); fi
+  exec ssh "${SSH_OPTS[@]}" -i "$HOSTS_DIR/id_ed25519" -p "$port" root@127.0.0.1 "$@"
+}
+
+cmd_install() {
+  step "apt-get install podman slirp4netns runc mmdebstrap qemu-system-x86 qemu-utils uidmap"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+    podman slirp4netns runc mmdebstrap qemu-system-x86 qemu-utils uidmap openssh-client e2fsprogs >/dev/null
+  done_step
+}
+
+main() {
+  [[ $# -ge 1 ]] || { usage; exit 2; }
+  local cmd=$1
+  shift
+  case $cmd in
+    -h | --help | help) usage ;;
+    install) cmd_install ;;
+    image) cmd_image ;;
+    up) cmd_up "$@" ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    vm-up) cmd_vm_up ;;
+    vm-down) cmd_vm_down ;;
+    ssh) cmd_ssh "$@" ;;
+    *) usage >&2; exit 2 ;;
+  esac
+  printf '==> %s finished in %s s\n' "$cmd" "$(since "$T0")"
+}
+
+main "$@"
