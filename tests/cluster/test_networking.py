@@ -6,6 +6,7 @@ import json
 import subprocess
 from collections import Counter
 
+import kubernetes_validate
 import pytest
 from inventory_builder import ROOT, SHIPPED, pools_of
 
@@ -410,7 +411,6 @@ def test_the_concern_is_deterministic_with_unique_objects(name):
 @pytest.mark.parametrize("name", SHIPPED)
 @pytest.mark.parametrize("minor", ["1.30", "1.37"])
 def test_built_in_objects_validate_strictly(name, minor):
-    kubernetes_validate = pytest.importorskip("kubernetes_validate")
     for o in networking.build(shipped(name)).objects:
         if o["kind"] != "NetworkAttachmentDefinition":  # a CRD: validated against Multus's schema by the integrator
             kubernetes_validate.validate(o, minor, strict=True)

@@ -4,6 +4,7 @@ CSI drivers and snapshot classes only where the driver has them."""
 import copy
 from pathlib import PurePosixPath
 
+import kubernetes_validate
 import pytest
 from inventory_builder import ROOT, SHIPPED
 
@@ -281,7 +282,6 @@ def test_the_concern_is_deterministic_with_unique_objects(name):
 @pytest.mark.parametrize("name", SHIPPED)
 @pytest.mark.parametrize("minor", ["1.30", "1.37"])
 def test_built_in_objects_validate_strictly(name, minor):
-    kubernetes_validate = pytest.importorskip("kubernetes_validate")
     for o in storage.build(shipped(name)).objects:
         if o["kind"] != "VolumeSnapshotClass":  # a CRD from external-snapshotter-crds
             kubernetes_validate.validate(o, minor, strict=True)
