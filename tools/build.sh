@@ -5,8 +5,10 @@
 #   tools/build.sh --print-path   print the bin folders, one a line (for PATH); builds nothing
 #   TOOLS_FAMILIES="etcd pulumi"  limit either to some families
 # Each family goes to $CACHE/<family>-<sha256 of its go.mod+go.sum, 16 hex>/bin, so a changed pin
-# builds into a new folder and an unchanged one is skipped. Binaries are built with -trimpath,
-# CGO_ENABLED=0 and the Go on PATH (GOTOOLCHAIN=local: no toolchain download).
+# builds into a new folder and an unchanged one is skipped. The pulumi family also builds the
+# project's own Python language host (module tools/pulumi-language-python), whose files are in its
+# key too. Binaries are built with -trimpath, CGO_ENABLED=0 and the Go on PATH (GOTOOLCHAIN=local:
+# no toolchain download).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -14,9 +16,17 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/tools
 FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes pulumi pulumi-kubernetes}
 
+# What a family's build reads besides its go.mod and go.sum (in its cache key too).
+extra_inputs() {
+  if [ "$1" = pulumi ]; then
+    echo pulumi-language-python/go.mod pulumi-language-python/go.sum pulumi-language-python/main.go
+  fi
+}
+
 family_dir() {
   local key
-  key=$(cat "$1/go.mod" "$1/go.sum" | sha256sum | cut -c1-16)
+  # shellcheck disable=SC2046 # the extra inputs are plain relative paths
+  key=$(cat "$1/go.mod" "$1/go.sum" $(extra_inputs "$1") | sha256sum | cut -c1-16)
   echo "$CACHE/$1-$key"
 }
 
@@ -68,9 +78,16 @@ build_pulumi() {
   (cd pulumi && go build -trimpath -tags osusergo,grpcnotrace \
     -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$v" \
     -o "$out/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
-  # The Python language host runs this script from its own folder (bundled hosts live beside
-  # pulumi). The host itself is not served by the proxy (see tools/pulumi/go.mod).
-  sdk=$(dir_of "github.com/pulumi/pulumi/sdk/v3@$(version_of github.com/pulumi/pulumi/sdk/v3)")
+  # Pulumi's Python language host is not served by the proxy (see tools/pulumi/go.mod); the
+  # project's own (tools/pulumi-language-python, over the same sdk/v3) goes beside pulumi, where the
+  # CLI looks for bundled hosts: on PATH but elsewhere, every command would warn about it.
+  sdk=$(cd pulumi-language-python && go list -m -f '{{.Version}}' github.com/pulumi/pulumi/sdk/v3)
+  echo "tools: pulumi: pulumi-language-python (tools/pulumi-language-python over sdk/v3 $sdk)" >&2
+  (cd pulumi-language-python && go build -trimpath \
+    -ldflags "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$sdk" \
+    -o "$out/pulumi-language-python" .)
+  # The host runs this script from its own folder; it ships in the sdk/v3 module.
+  sdk=$(dir_of "github.com/pulumi/pulumi/sdk/v3@$sdk")
   install -m 0644 "$sdk/python/cmd/pulumi-language-python-exec" "$out/pulumi-language-python-exec"
 }
 

@@ -19,6 +19,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 FAMILIES = ("etcd", "kubernetes", "pulumi", "pulumi-kubernetes")
+# The project's own Python language host: a module of its own, built by the pulumi family beside the CLI.
+HOST = "pulumi-language-python"
+HOST_FILES = ("go.mod", "go.sum", "main.go")
 PSEUDO = re.compile(r"^v\d+\.0\.0-(\d{14})-([0-9a-f]{12})$")
 
 
@@ -69,7 +72,7 @@ def shipped_kube_versions() -> set[str]:
     }
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", (*FAMILIES, HOST))
 def test_every_family_is_a_module_with_its_checksums(family):
     requires, replaces, tools = go_mod(family)
     sums = (TOOLS / family / "go.sum").read_text()
@@ -126,6 +129,20 @@ def test_the_pulumi_cli_matches_the_python_sdk_or_is_the_documented_nearest():
     }
 
 
+def test_the_python_language_host_is_the_project_s_own_over_the_cli_s_sdk():
+    # Pulumi's host module is not served by the proxy: the project's main.go is built instead, over
+    # the gRPC types of the very sdk/v3 the CLI is built with.
+    requires, replaces, tools = go_mod(HOST)
+    cli, _, _ = go_mod("pulumi")
+    assert tools == ["k8s-node-pools/tools/pulumi-language-python"] and not replaces
+    assert requires["github.com/pulumi/pulumi/sdk/v3"] == cli["github.com/pulumi/pulumi/sdk/v3"]
+    assert requires["github.com/pulumi/pulumi/sdk/v3"] == cli["github.com/pulumi/pulumi/pkg/v3"]
+    assert not any(m.startswith("github.com/pulumi/pulumi/pkg/") or "/cmd/" in m for m in requires)
+    main = (TOOLS / HOST / "main.go").read_text()
+    assert re.search(r"^package main$", main, re.M)
+    assert "pulumirpc.UnimplementedLanguageRuntimeServer" in main
+
+
 def test_the_kubernetes_provider_is_a_pinned_commit_whose_release_is_named():
     text = (TOOLS / "pulumi-kubernetes" / "go.mod").read_text()
     requires, _, tools = parse_go_mod(text)
@@ -152,9 +169,10 @@ def test_the_cache_folder_is_keyed_by_each_family_s_go_mod_and_go_sum(tmp_path):
     ).stdout.split()
     expected = []
     for family in FAMILIES:
-        digest = hashlib.sha256(
-            (TOOLS / family / "go.mod").read_bytes() + (TOOLS / family / "go.sum").read_bytes()
-        ).hexdigest()[:16]
+        inputs = [TOOLS / family / "go.mod", TOOLS / family / "go.sum"]
+        if family == "pulumi":  # the host is built with the CLI: its source is in the key too
+            inputs += [TOOLS / HOST / name for name in HOST_FILES]
+        digest = hashlib.sha256(b"".join(path.read_bytes() for path in inputs)).hexdigest()[:16]
         expected.append(str(tmp_path / "k8s-node-pools" / "tools" / f"{family}-{digest}" / "bin"))
     assert sorted(printed) == sorted(expected)
     assert not list(tmp_path.iterdir()), "--print-path must build nothing"
