@@ -5,6 +5,7 @@
 #   ./dev.sh test [ARGS]   ruff, mypy, then the whole test suite (ARGS go to pytest)
 #   ./dev.sh bench [ARGS]  check + plan benchmark on generated environments (figures only)
 #   ./dev.sh tools [--print-path]  build the pinned Go tools into the user's cache (or print their bin folders)
+#   ./dev.sh cluster up|down|status|kubeconfig  a local control plane on 127.0.0.1 from those tools
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -55,8 +56,11 @@ case "$command" in
   tools)
     exec tools/build.sh "$@"
     ;;
+  cluster)
+    exec tools/cluster.sh "$@"
+    ;;
   *)
-    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
     [ "$command" = "-h" ] || [ "$command" = "--help" ] || exit 2
     ;;
 esac
