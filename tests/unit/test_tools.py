@@ -176,3 +176,79 @@ def test_the_cache_folder_is_keyed_by_each_family_s_go_mod_and_go_sum(tmp_path):
         expected.append(str(tmp_path / "k8s-node-pools" / "tools" / f"{family}-{digest}" / "bin"))
     assert sorted(printed) == sorted(expected)
     assert not list(tmp_path.iterdir()), "--print-path must build nothing"
+
+
+# tools/cluster.sh: the local control plane's command lines, read through `cluster.sh flags`, which
+# starts nothing and needs no built tool.
+CLUSTER_SH = TOOLS / "cluster.sh"
+LOOPBACK = "127.0.0.1"
+
+
+def cluster_flags() -> dict[str, dict[str, str]]:
+    env = {**os.environ, "CLUSTER_BIN_DIRS": "/nonexistent"}
+    for name in list(env):
+        if name.startswith("CLUSTER_") and name != "CLUSTER_BIN_DIRS":
+            del env[name]
+    lines = subprocess.run(
+        [str(CLUSTER_SH), "flags"], env=env, check=True, capture_output=True, text=True
+    ).stdout.splitlines()
+    components = {}
+    for line in lines:
+        binary, *args = line.split()
+        components[Path(binary).name] = dict(arg[2:].split("=", 1) for arg in args)
+    assert list(components) == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+    return components
+
+
+def test_the_control_plane_listens_on_loopback_only():
+    flags = cluster_flags()
+    # Each kube-* binds 0.0.0.0 unless told otherwise; etcd's defaults are localhost, said explicitly.
+    for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        assert flags[component]["bind-address"] == LOOPBACK, component
+    assert flags["kube-apiserver"]["advertise-address"] == LOOPBACK
+    etcd = flags["etcd"]
+    for name in ("listen-client-urls", "listen-peer-urls", "advertise-client-urls", "initial-advertise-peer-urls"):
+        for url in etcd[name].split(","):
+            assert re.fullmatch(rf"https?://{re.escape(LOOPBACK)}:\d+", url), (name, url)
+    assert "listen-metrics-urls" not in etcd
+    assert flags["kube-apiserver"]["etcd-servers"] == etcd["listen-client-urls"]
+    # Every URL any component is given points at loopback, except the token issuer (a name, not a socket).
+    for component, args in flags.items():
+        for name, value in args.items():
+            if "://" in value and name != "service-account-issuer":
+                assert f"://{LOOPBACK}:" in value, (component, name, value)
+
+
+def test_the_service_network_is_the_sandbox_inventory_s():
+    all_yml = yaml.safe_load((ROOT / "inventories" / "sandbox" / "group_vars" / "all.yml").read_text())
+    assert cluster_flags()["kube-apiserver"]["service-cluster-ip-range"] == all_yml["kube_service_addresses"]
+
+
+def test_the_api_server_admits_and_authorizes_as_a_production_cluster():
+    apiserver = cluster_flags()["kube-apiserver"]
+    plugins = apiserver["enable-admission-plugins"].split(",")
+    required = {"NodeRestriction", "ResourceQuota", "LimitRanger", "PodSecurity", "Priority",
+                "NamespaceLifecycle", "ServiceAccount", "DefaultStorageClass", "TaintNodesByCondition",
+                "ValidatingAdmissionPolicy", "ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}
+    assert required <= set(plugins) and len(plugins) == len(set(plugins))
+    assert "disable-admission-plugins" not in apiserver
+    assert apiserver["authorization-mode"] == "Node,RBAC"
+    assert "anonymous-auth" not in apiserver and "insecure-port" not in apiserver
+
+
+def test_service_account_tokens_are_signed_by_the_controller_manager_with_the_api_server_s_key():
+    flags = cluster_flags()
+    apiserver, kcm = flags["kube-apiserver"], flags["kube-controller-manager"]
+    assert kcm["service-account-private-key-file"] == apiserver["service-account-signing-key-file"]
+    assert kcm["root-ca-file"] == apiserver["client-ca-file"]
+    assert apiserver["service-account-issuer"].startswith("https://")
+    # Single instances: no leader election to wait for.
+    assert kcm["leader-elect"] == flags["kube-scheduler"]["leader-elect"] == "false"
+
+
+def test_dev_sh_help_names_the_cluster_command_and_prints_its_whole_header():
+    dev = (ROOT / "dev.sh").read_text().splitlines()
+    header_end = dev.index("set -euo pipefail")  # 0-based index = the last header line, 1-based
+    assert f"sed -n '2,{header_end}p'" in "\n".join(dev)
+    assert any("./dev.sh cluster up|down|status|kubeconfig" in line for line in dev[1:header_end])
+    assert "exec tools/cluster.sh" in "\n".join(dev)
