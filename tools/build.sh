@@ -54,7 +54,7 @@ build_etcd() {
 }
 
 build_kubernetes() {
-  local v t minor ldflags="" pkg key value
+  local v t minor ldflags="" pkg key
   v=$(version_of k8s.io/kubernetes)
   t=$(cd kubernetes && go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
   minor=${v#v*.}
