@@ -1,0 +1,145 @@
+"""Create an environment's Nodes on the local control plane, as their kubelets would register them (issue 8).
+
+    python tools/make_nodes.py inventories/sandbox [--kubeconfig .state/cluster/admin.kubeconfig]
+
+One Node per pool host: the labels a kubelet may set on itself and the pool's taints
+(`infra.cluster.nodes.kubelet_registration`, what the host layer gives the kubelet at join); capacity and
+allocatable as infra.capacity computes them for the host (CPU, memory, pods, hugepages, the GPU or MIG
+extended resources the device plugin advertises); status Ready. The labels the kubelet may not set are
+left to the cluster layer (`pulumi up`). Stdlib only: the admin kubeconfig's client certificate over TLS.
+An existing Node keeps its metadata and spec; its status is written again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import ssl
+import sys
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from decimal import ROUND_CEILING, Decimal
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from infra.capacity import host_capacity  # noqa: E402
+from infra.cluster.nodes import kubelet_registration  # noqa: E402
+from infra.resolve import resolve  # noqa: E402
+from infra.spec import load_environment  # noqa: E402
+from infra.units import GIB  # noqa: E402
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _milli(cores: Decimal) -> str:
+    return f"{int((max(cores, Decimal(0)) * 1000).to_integral_value(rounding=ROUND_CEILING))}m"
+
+
+def _bytes(value: Decimal) -> str:
+    return str(int(max(value, Decimal(0)).to_integral_value(rounding=ROUND_CEILING)))
+
+
+def nodes(inventory: str) -> list[dict[str, Any]]:
+    view = resolve(load_environment(inventory))
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = []
+    for name, resolved in view.hosts.items():
+        if resolved.machine is None:
+            continue
+        pool = view.env.pools[resolved.host.pool]
+        one = host_capacity(view.env.cluster, pool, resolved.machine)
+        extra = {k: _bytes(v) for k, v in one.hugepages.items()}
+        extra.update({k: str(v) for k, v in sorted(one.gpu_resources.items())})
+        capacity = {"cpu": str(one.cpus), "memory": _bytes(one.memory_gib * GIB), "pods": str(one.max_pods),
+                    **extra}
+        allocatable = {"cpu": _milli(one.allocatable_cpu), "memory": _bytes(one.allocatable_memory_gib * GIB),
+                       "pods": str(one.max_pods), **extra}
+        registration = kubelet_registration(view, name)
+        labels = {**registration["node_labels"], HOSTNAME_LABEL: name,
+                  "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+        out.append({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"taints": registration["register_with_taints"]},
+            "status": {
+                "capacity": capacity, "allocatable": allocatable,
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                                "message": "node created by tools/make_nodes.py (no kubelet)",
+                                "lastHeartbeatTime": now, "lastTransitionTime": now}],
+                "nodeInfo": {"kubeletVersion": f"v{view.env.cluster.kube_version}".replace("vv", "v"),
+                             "operatingSystem": "linux", "architecture": "amd64"},
+            },
+        })
+    return out
+
+
+class Api:
+    def __init__(self, kubeconfig: Path) -> None:
+        config = _kubeconfig(kubeconfig)
+        self.server = config["server"]
+        self.context = ssl.create_default_context(cafile=config["certificate-authority"])
+        self.context.load_cert_chain(config["client-certificate"], config["client-key"])
+
+    def call(self, method: str, path: str, body: Any = None,
+             content_type: str = "application/json") -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.server + path, data=data, method=method,
+                                         headers={"Content-Type": content_type, "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+
+def _kubeconfig(path: Path) -> dict[str, str]:
+    """The first cluster's server and CA and the first user's certificate and key (the files
+    tools/cluster.sh writes: paths, not inline data)."""
+    import yaml
+
+    doc = yaml.safe_load(path.read_text())
+    cluster = doc["clusters"][0]["cluster"]
+    user = doc["users"][0]["user"]
+    return {"server": cluster["server"], "certificate-authority": cluster["certificate-authority"],
+            "client-certificate": user["client-certificate"], "client-key": user["client-key"]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("inventory")
+    parser.add_argument("--kubeconfig", type=Path, default=ROOT / ".state/cluster/admin.kubeconfig")
+    parser.add_argument("--dry-run", action="store_true", help="print the Nodes as JSON; create nothing")
+    args = parser.parse_args()
+    items = nodes(args.inventory)
+    if args.dry_run:
+        json.dump(items, sys.stdout, indent=2)
+        print()
+        return 0
+    api = Api(args.kubeconfig)
+    rc = 0
+    for item in items:
+        name = item["metadata"]["name"]
+        status = item["status"]
+        code, answer = api.call("POST", "/api/v1/nodes", item)
+        if code not in (201, 409):
+            print(f"make_nodes: {name}: create: HTTP {code}: {answer.get('message')}", file=sys.stderr)
+            rc = 1
+            continue
+        code, answer = api.call("PATCH", f"/api/v1/nodes/{name}/status", {"status": status},
+                                "application/merge-patch+json")
+        if code != 200:
+            print(f"make_nodes: {name}: status: HTTP {code}: {answer.get('message')}", file=sys.stderr)
+            rc = 1
+            continue
+        ready = [c["status"] for c in answer["status"].get("conditions", []) if c["type"] == "Ready"]
+        print(f"make_nodes: {name}: allocatable {answer['status']['allocatable']}, "
+              f"taints {answer['spec'].get('taints', [])}, Ready={ready[0] if ready else '?'}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
