@@ -252,3 +252,27 @@ def test_dev_sh_help_names_the_cluster_command_and_prints_its_whole_header():
     assert f"sed -n '2,{header_end}p'" in "\n".join(dev)
     assert any("./dev.sh cluster up|down|status|kubeconfig" in line for line in dev[1:header_end])
     assert "exec tools/cluster.sh" in "\n".join(dev)
+
+
+def test_make_nodes_registers_each_host_as_its_kubelet_would():
+    """The Nodes the local control plane gets: every host of the environment, the pool's labels and taints as the
+    kubelet registers them, and the allocatable the plan computes (GPU and MIG resources included)."""
+    import json
+    import subprocess
+    import sys
+
+    from infra.cluster.nodes import kubelet_registration
+    from infra.resolve import resolve
+    from infra.spec import load_environment
+
+    result = subprocess.run([sys.executable, "tools/make_nodes.py", "--dry-run", "inventories/sandbox"],
+                            capture_output=True, text=True, cwd=ROOT, check=True)
+    nodes = {n["metadata"]["name"]: n for n in json.loads(result.stdout)}
+    view = resolve(load_environment(ROOT / "inventories" / "sandbox"))
+    assert set(nodes) == set(view.hosts)
+    for name, node in nodes.items():
+        registration = kubelet_registration(view, name)
+        assert registration["node_labels"].items() <= node["metadata"]["labels"].items()
+        assert node["spec"]["taints"] == registration["register_with_taints"]
+    assert nodes["sb-mig-1"]["status"]["allocatable"]["nvidia.com/mig-1g.6gb"] == "2"
+    assert nodes["sb-gpu-1"]["status"]["allocatable"]["nvidia.com/gpu.shared"] == "2"
