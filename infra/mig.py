@@ -12,19 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 
-from infra.knowledge import MEDIA_EXTENSIONS, MigGeometry, gpu_models
-
-RESOURCE_PREFIX = "nvidia.com/mig-"
+from infra.knowledge import MEDIA_EXTENSIONS, MigGeometry, chart_values, gpu_models
 
 
 def mig_resource_name(profile: str) -> str:
     """The extended resource the NVIDIA device plugin advertises for a MIG profile (mixed strategy).
 
     Resource names cannot contain "+", so the plugin writes "mig-" + the profile with every "+" replaced by
-    "." (k8s-device-plugin internal/rm/rm.go: strings.ReplaceAll("mig-"+p.String(), "+", ".")):
-    1g.10gb -> nvidia.com/mig-1g.10gb, 1g.10gb+me -> nvidia.com/mig-1g.10gb.me.
+    ".": 1g.10gb -> nvidia.com/mig-1g.10gb, 1g.10gb+me -> nvidia.com/mig-1g.10gb.me. The naming is a fact of
+    the pinned plugin, recorded once in infra/knowledge/chart_values.yml.
     """
-    return RESOURCE_PREFIX + profile.replace("+", ".")
+    return chart_values().nvidia_device_plugin.mig_resource(profile)
 
 
 def placement(model: str, layout: Mapping[str, int]) -> list[tuple[str, int]] | None:

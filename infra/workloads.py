@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from infra.capacity import SHARED_GPU, WHOLE_GPU, gpu_resources
-from infra.knowledge import gpu_models
-from infra.mig import RESOURCE_PREFIX, mig_resource_name
+from infra.knowledge import chart_values, gpu_models
+from infra.mig import mig_resource_name
 from infra.resolve import Resolved
 from infra.spec import Environment, Pool
 from infra.spec.models import GpuNeed, Tenant, Workload
@@ -76,7 +76,8 @@ def resolve_gpu(need: GpuNeed, offers: Iterable[Offer]) -> str | None:
         return mig_resource_name(need.profile or "")
     if need.type == "shared":
         return SHARED_GPU
-    fitting = [(offer.memory_gib, not offer.resource.startswith(RESOURCE_PREFIX), offer.resource)
+    mig_prefix = chart_values().nvidia_device_plugin.mig_resource_prefix
+    fitting = [(offer.memory_gib, not offer.resource.startswith(mig_prefix), offer.resource)
                for offer in offers
                if offer.memory_gib is not None and offer.memory_gib >= (need.memory_gib or 0)
                and (need.model is None or offer.model == need.model)]

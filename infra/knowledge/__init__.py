@@ -232,11 +232,8 @@ class Platform(_Fact):
 
     @property
     def cuda_min_driver(self) -> dict[str, str]:
-        """CUDA minor ("12.4") -> its GA release's minimum driver.
-
-        Kept for infra/checks/gpu.py until it uses infra.drivers.driver_verdict, which also knows updates
-        and the per-major compatibility floors.
-        """
+        """CUDA minor ("12.4") -> its GA release's minimum driver: a per-minor view of `cuda_releases`
+        (the checks judge with infra.drivers.driver_verdict, which also knows updates and the floors)."""
         return {release.rsplit(".", 1)[0]: facts.min_driver
                 for release, facts in self.cuda_releases.items() if facts.ga}
 
