@@ -18,6 +18,7 @@ from typing import TextIO
 from infra.checks import RULES, Finding, Rule, has_errors, run_checks
 from infra.fit import fit
 from infra.fit import render as render_fit
+from infra.hostvars import environment_host_vars
 from infra.plan import build_plan, render_table
 from infra.render import RenderError, render, write
 from infra.spec import Environment, SpecError, load_environment
@@ -32,6 +33,7 @@ Plan Kubernetes node pools by workload profile, from one inventory folder.
   fit INVENTORY     place the declared workloads as the scheduler would, and N-1 per pool (runs check first)
   propose INVENTORY the cheapest pool sizes, machines and MIG layouts for the workloads, N-1 safe (MILP)
   render INVENTORY  every object and Helm release of the cluster layer as YAML, validated offline
+  hostvars INVENTORY  what the host layer applies to each host, as JSON (runs check first)
   run INVENTORY     the main job's stages in order (check, plan, fit, render), with progress per stage
   rules             every rule: code, severity, what it guards against, how to fix
 
@@ -102,6 +104,15 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument("--out", metavar="DIR", type=Path,
                         help="output folder, replaced whole (default: build/render/<environment>)")
     render.set_defaults(run=_render, json=False)
+
+    hostvars = commands.add_parser(
+        "hostvars", help="print each host's derived settings for the playbooks, as JSON",
+        description="Check the inventory, then print what the host layer applies to each node host (sysctls, "
+                    "conntrack, hugepages, the whole KubeletConfiguration, node labels, driver, mig-parted "
+                    "selection) as JSON on stdout. The playbooks' preflight play reads it; findings go to stderr.")
+    hostvars.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/sandbox")
+    hostvars.add_argument("--host", metavar="NAME", help="one host's settings only")
+    hostvars.set_defaults(run=_hostvars, json=False)
 
     run = commands.add_parser("run", help="run the main job's stages with progress",
                               description="The main job: check, then plan, then fit, each stage timed; stops at "
@@ -252,6 +263,21 @@ def _propose(args: argparse.Namespace) -> int:
     data = propose.report(env, propose.propose(env))
     print(json.dumps(data, indent=2) if args.json else propose.render(data))
     return EXIT_ERRORS if "problem" in data else EXIT_OK
+
+
+def _hostvars(args: argparse.Namespace) -> int:
+    env = _checked(args, "preparing hosts")
+    if isinstance(env, int):
+        return env
+    data = environment_host_vars(env)
+    if args.host is not None:
+        if args.host not in data["hosts"]:
+            print(f"{args.inventory}: no node host {args.host!r}; node hosts: {', '.join(data['hosts'])}",
+                  file=sys.stderr)
+            return EXIT_UNUSABLE
+        data = data["hosts"][args.host]
+    print(json.dumps(data, indent=2))
+    return EXIT_OK
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -9,7 +9,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 STATE=${SANDBOX_STATE:-$ROOT/.state}
 PODMAN_DIR=$STATE/podman
 HOSTS_DIR=$STATE/hosts
-IMAGES_DIR=$STATE/images
+# The host image's rootfs tar is kept outside the checkout, keyed by its recipe, so other checkouts
+# (and a later `down` + `up` after a storage reset) import it instead of running mmdebstrap again.
+IMAGES_DIR=${SANDBOX_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/sandbox}
 VM_DIR=$STATE/vm
 SUITE=${SANDBOX_SUITE:-bookworm}
 MIRROR=${SANDBOX_MIRROR:-http://deb.debian.org/debian}
@@ -54,7 +56,8 @@ Commands:
   ssh NAME [CMD] ssh to a host or to sb-vm-1 with the sandbox key
 
 Environment: SANDBOX_SUITE (bookworm), SANDBOX_MIRROR, SANDBOX_VM_MEMORY (MiB, $VM_MEMORY),
-SANDBOX_VM_BOOT_TIMEOUT (s, $VM_BOOT_TIMEOUT), SANDBOX_VM_ACCEL ($VM_ACCEL), SANDBOX_VM_CPU ($VM_CPU), SANDBOX_STATE (.state).
+SANDBOX_VM_BOOT_TIMEOUT (s, $VM_BOOT_TIMEOUT), SANDBOX_VM_ACCEL ($VM_ACCEL), SANDBOX_VM_CPU ($VM_CPU), SANDBOX_STATE (.state),
+SANDBOX_IMAGE_CACHE (~/.cache/k8s-node-pools/sandbox: the host rootfs tar, shared by checkouts).
 EOF
 }
 
@@ -154,14 +157,19 @@ cmd_image() {
   fi
   mkdir -p "$IMAGES_DIR"
   tar=$IMAGES_DIR/host-${tag##*:}.tar
-  step "build the $SUITE rootfs with mmdebstrap (minbase + $HOST_PACKAGES)"
-  build_rootfs "$HOST_PACKAGES" "$tar.partial" tar
-  mv "$tar.partial" "$tar"
-  done_step "$(du -h "$tar" | cut -f1) tar"
+  if [[ -f $tar ]]; then
+    echo "==> rootfs $tar is cached"
+  else
+    step "build the $SUITE rootfs with mmdebstrap (minbase + $HOST_PACKAGES)"
+    build_rootfs "$HOST_PACKAGES" "$tar.$$.partial" tar
+    mv "$tar.$$.partial" "$tar"
+    rm -f "$IMAGES_DIR"/host-*.tar.partial
+    find "$IMAGES_DIR" -name 'host-*.tar' ! -name "${tar##*/}" -delete # older recipes' rootfs
+    done_step "$(du -h "$tar" | cut -f1) tar"
+  fi
   step "import it as $tag"
   pm import --quiet --change 'CMD ["/sbin/init"]' --change 'ENV container=podman' \
     --change 'STOPSIGNAL SIGRTMIN+3' "$tar" "$tag" >/dev/null
-  rm -f "$tar"
   done_step
 }
 

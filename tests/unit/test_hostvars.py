@@ -1,0 +1,109 @@
+"""What the host layer is given per host follows from the spec by the same functions as the plan and the
+cluster layer: the three layers cannot disagree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from infra.cli import main
+from infra.cluster.gpu import mig_parted_text
+from infra.cluster.nodes import pool_taints
+from infra.hostvars import environment_host_vars, host_vars
+from infra.kubelet import kubelet_settings
+from infra.resolve import resolve
+from infra.spec import load_environment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> dict:
+    return environment_host_vars(load_environment(ROOT / "inventories" / "sandbox"))["hosts"]
+
+
+@pytest.fixture(scope="module")
+def example() -> dict:
+    return environment_host_vars(load_environment(ROOT / "inventories" / "example"))["hosts"]
+
+
+def test_every_node_host_gets_settings(sandbox: dict) -> None:
+    assert sorted(sandbox) == ["sb-cpu-1", "sb-gpu-1", "sb-mem-1", "sb-mig-1"]
+
+
+def test_kubelet_configuration_carries_the_pool_policies_and_taints(sandbox: dict) -> None:
+    config = sandbox["sb-mem-1"]["kubelet"]["config"]
+    assert config["kind"] == "KubeletConfiguration"
+    assert config["cpuManagerPolicy"] == "static"
+    assert config["reservedSystemCPUs"] == "0"
+    assert config["topologyManagerPolicy"] == "single-numa-node"
+    assert config["registerWithTaints"] == [{"key": "workload-profile", "value": "memory", "effect": "NoSchedule"}]
+    assert "reservedSystemCPUs" not in sandbox["sb-cpu-1"]["kubelet"]["config"]
+    assert sandbox["sb-cpu-1"]["kubelet"]["config"]["registerWithTaints"] == []
+
+
+def test_registered_taints_and_labels_are_the_cluster_layers(sandbox: dict) -> None:
+    env = load_environment(ROOT / "inventories" / "sandbox")
+    for name, settings in sandbox.items():
+        pool = env.pools[settings["pool"]]
+        assert settings["kubelet"]["config"]["registerWithTaints"] == pool_taints(pool)
+        assert settings["kubelet"]["node_labels"]["k8s-node-pools.io/pool"] == pool.name, name
+
+
+def test_memory_manager_static_reserves_exactly_what_it_must() -> None:
+    env = load_environment(ROOT / "inventories" / "example")
+    view = resolve(env)
+    static = [(n, h) for n, h in view.hosts.items() if env.pools[h.host.pool].vars.kubelet_memory_manager_policy == "Static"]
+    assert static, "the example has a pool with the Memory Manager's Static policy"
+    name, resolved = static[0]
+    pool = env.pools[resolved.host.pool]
+    assert resolved.machine is not None
+    settings = kubelet_settings(env.cluster, pool.vars, resolved.machine)
+    reserved = host_vars(view, name)["kubelet"]["config"]["reservedMemory"]
+    assert reserved == [{"numaNode": 0, "limits": {"memory": f"{int(settings.reserved_memory[0][1]) // 2**20}Mi"}}]
+
+
+def test_conntrack_is_written_by_the_host_and_the_hash_size_is_a_module_option(sandbox: dict) -> None:
+    settings = sandbox["sb-cpu-1"]
+    assert settings["sysctls"]["net.netfilter.nf_conntrack_max"] == settings["conntrack"]["max"] == 131072
+    assert "net.netfilter.nf_conntrack_buckets" not in settings["sysctls"]
+    assert settings["conntrack"]["hashsize"] == 131072 // 4
+    assert settings["sysctls"]["net.core.somaxconn"] == 4096
+
+
+def test_hugepages_always_name_both_sizes(sandbox: dict) -> None:
+    assert sandbox["sb-mem-1"]["hugepages"] == {"2Mi": 64, "1Gi": 0}
+    assert sandbox["sb-cpu-1"]["hugepages"] == {"2Mi": 0, "1Gi": 0}
+
+
+def test_mig_selection_on_mig_capable_cards_only(sandbox: dict, example: dict) -> None:
+    env = load_environment(ROOT / "inventories" / "sandbox")
+    assert sandbox["sb-mig-1"]["mig"] == {"config": "sb-a30-mixed", "file": mig_parted_text(env)}
+    assert sandbox["sb-gpu-1"]["mig"] is None  # a T4 has no MIG
+    assert sandbox["sb-cpu-1"]["mig"] is None and sandbox["sb-cpu-1"]["nvidia"] is None
+    assert example["gpu-h100-01"]["mig"]["config"] == "all-disabled"  # MIG-capable, pool not on MIG
+
+
+def test_fabric_manager_only_on_nvswitch_boards(example: dict) -> None:
+    assert example["gpu-h100-01"]["nvidia"]["fabric_manager"] is True
+    assert example["gpu-t4-01"]["nvidia"]["fabric_manager"] is False
+
+
+def test_cli_prints_json_and_refuses_a_bad_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["hostvars", str(ROOT / "inventories" / "sandbox"), "--host", "sb-mig-1"]) == 0
+    assert json.loads(capsys.readouterr().out)["pool"] == "sb_mig"
+    assert main(["hostvars", str(ROOT / "inventories" / "sandbox"), "--host", "nope"]) == 2
+    assert "no node host 'nope'" in capsys.readouterr().err
+    bad = tmp_path / "bad"
+    (bad / "group_vars").mkdir(parents=True)
+    (bad / "hosts.yml").write_text((ROOT / "inventories" / "sandbox" / "hosts.yml").read_text())
+    for part in (ROOT / "inventories" / "sandbox" / "group_vars").iterdir():
+        (bad / "group_vars" / part.name).write_text(part.read_text())
+    (bad / "group_vars" / "sb_mem.yml").write_text(
+        (bad / "group_vars" / "sb_mem.yml").read_text().replace('kubelet_reserved_system_cpus: "0"',
+                                                                'kubelet_reserved_system_cpus: "0-7"'))
+    assert main(["hostvars", str(bad)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "fix them before preparing hosts" in captured.err
