@@ -50,7 +50,7 @@ def host_vars(view: Resolved, host_name: str) -> dict[str, Any]:
         "kube_version": view.env.cluster.kube_version,
         "sysctls": sysctls,
         "conntrack": {"max": table.max, "hashsize": table.buckets, "set_by": table.set_by},
-        "hugepages": {size: pool.vars.hugepages.get(size, 0) for size in ("2Mi", "1Gi")},  # type: ignore[call-overload]
+        "hugepages": {size: pool.vars.hugepages.get(size, 0) for size in ("2Mi", "1Gi")},
         "irq_affinity": pool.vars.irq_affinity.model_dump() if pool.vars.irq_affinity else None,
         "local_disks": [disk.model_dump() for disk in pool.vars.local_disks],
         "kubelet": kubelet(view, resolved, pool),
