@@ -2,7 +2,7 @@
 # One entry point for people and CI. Creates .venv with the pinned versions on first use (again
 # only when pyproject.toml or constraints.txt change), then:
 #   ./dev.sh run [ENV]     the main job on inventories/ENV (default: example): check, plan, fit, render
-#   ./dev.sh test [ARGS]   ruff, mypy, then the whole test suite (ARGS go to pytest)
+#   ./dev.sh test [ARGS]   ruff, mypy, yamllint, ansible-lint, then the whole test suite (ARGS go to pytest)
 #   ./dev.sh bench [ARGS]  check + plan benchmark on generated environments (figures only)
 #   ./dev.sh tools [--print-path]  build the pinned Go tools into the user's cache (or print their bin folders)
 #   ./dev.sh cluster up|down|status|kubeconfig  a local control plane on 127.0.0.1 from those tools
@@ -47,6 +47,12 @@ case "$command" in
     "$VENV/bin/ruff" check --quiet .
     echo "dev.sh: mypy (strict on infra/)" >&2
     "$VENV/bin/mypy"
+    # The host layer's Ansible (configs: .yamllint, .ansible-lint); ansible-lint wants the venv's
+    # ansible-playbook first on PATH for its syntax checks.
+    echo "dev.sh: yamllint ansible/" >&2
+    "$VENV/bin/yamllint" --strict ansible/
+    echo "dev.sh: ansible-lint (production profile)" >&2
+    PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/ansible-lint" --nocolor -q
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   bench)
