@@ -49,8 +49,8 @@ case "$command" in
     "$VENV/bin/mypy"
     # The host layer's Ansible (configs: .yamllint, .ansible-lint); ansible-lint wants the venv's
     # ansible-playbook first on PATH for its syntax checks.
-    echo "dev.sh: yamllint ansible/" >&2
-    "$VENV/bin/yamllint" --strict ansible/
+    echo "dev.sh: yamllint ansible/ tests/hosts/" >&2
+    "$VENV/bin/yamllint" --strict ansible/ tests/hosts/
     echo "dev.sh: ansible-lint (production profile)" >&2
     PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/ansible-lint" --nocolor -q
     exec "$VENV/bin/python" -m pytest "$@"

@@ -8,70 +8,31 @@ next run). Nothing here is skipped: without podman the suite fails and says how 
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 import testinfra
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-SANDBOX = ROOT / "tests" / "hosts" / "sandbox.sh"
-STATE = Path(os.environ.get("SANDBOX_STATE", ROOT / ".state"))
-OVERLAY = STATE / "hosts" / "inventory.yml"
-INVENTORY = ROOT / "inventories" / "sandbox"
-ANSIBLE_BIN = Path(sys.executable).parent
-RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:\w+=\d+\s*)+)$", re.MULTILINE)
+# The runner and its output parser live in infra/ so the main job's host stages use the same ones.
+from infra.ansible_run import (
+    OVERLAY,
+    ROOT,
+    SANDBOX,
+    STATE,
+    PlaybookRun,
+    TaskResult,
+    parse_recap,
+    parse_results,
+    run_playbook,
+    sandbox,
+)
+from infra.ansible_run import SANDBOX_INVENTORY as INVENTORY
 
-
-@dataclass(frozen=True)
-class PlaybookRun:
-    """One ansible-playbook run: exit code, whole output, and the PLAY RECAP counts per host."""
-
-    rc: int
-    output: str
-    recap: dict[str, dict[str, int]]
-
-    def changed(self) -> dict[str, int]:
-        return {host: counts["changed"] for host, counts in self.recap.items() if counts["changed"]}
-
-    def failed(self) -> dict[str, int]:
-        return {host: counts["failed"] + counts["unreachable"] for host, counts in self.recap.items()
-                if counts["failed"] or counts["unreachable"]}
-
-    def tail(self, lines: int = 60) -> str:
-        return "\n".join(self.output.splitlines()[-lines:])
-
-
-def parse_recap(output: str) -> dict[str, dict[str, int]]:
-    recap = output.rpartition("PLAY RECAP")[2]
-    return {match["host"]: {key: int(value) for key, value in (pair.split("=") for pair in match["counts"].split())}
-            for match in RECAP.finditer(recap)}
-
-
-def run_playbook(playbook: str, *args: str, inventories: tuple[Path, ...] = (INVENTORY, OVERLAY),
-                 env: dict[str, str] | None = None) -> PlaybookRun:
-    """ansible-playbook ansible/PLAYBOOK on the sandbox hosts (the environment first, then the connection overlay)."""
-    command = [str(ANSIBLE_BIN / "ansible-playbook")]
-    for inventory in inventories:
-        command += ["-i", str(inventory)]
-    command += [str(ROOT / "ansible" / playbook), *args]
-    full_env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-                "ANSIBLE_FORCE_COLOR": "0", "PYTHONPATH": str(ROOT), **(env or {})}
-    done = subprocess.run(command, cwd=ROOT, env=full_env, capture_output=True, text=True, check=False)
-    output = done.stdout + done.stderr
-    return PlaybookRun(done.returncode, output, parse_recap(output))
-
-
-def sandbox(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SANDBOX), *args], cwd=ROOT, capture_output=True, text=True, check=False,
-                          env={**os.environ, "SANDBOX_STATE": str(STATE)})
+__all__ = ["INVENTORY", "OVERLAY", "ROOT", "SANDBOX", "STATE", "PlaybookRun", "TaskResult", "parse_recap",
+           "parse_results", "run_playbook", "sandbox"]
 
 
 @pytest.fixture(scope="session")
