@@ -14,7 +14,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,19 +111,27 @@ def ansible_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def run_playbook(playbook: str | Path, *args: str, inventories: Sequence[Path] = (SANDBOX_INVENTORY, OVERLAY),
-                 env: dict[str, str] | None = None) -> PlaybookRun:
+                 env: dict[str, str] | None = None, progress: Callable[[str], None] | None = None) -> PlaybookRun:
     """ansible-playbook PLAYBOOK (a name under ansible/, or a path) on the given inventories: the
-    environment first, then the connection overlay of the sandbox hosts."""
+    environment first, then the connection overlay of the sandbox hosts. PROGRESS, if given, is called
+    with each output line as it arrives (stderr merged into stdout)."""
     path = Path(playbook) if Path(playbook).is_absolute() else PLAYBOOKS / playbook
     command = [str(ANSIBLE_BIN / "ansible-playbook")]
     for inventory in inventories:
         command += ["-i", str(inventory)]
     command += [str(path), *args]
     began = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, env=ansible_env(env), capture_output=True, text=True, check=False)
+    lines: list[str] = []
+    with subprocess.Popen(command, cwd=ROOT, env=ansible_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if progress is not None:
+                progress(line.rstrip("\n"))
     seconds = time.perf_counter() - began
-    output = done.stdout + done.stderr
-    return PlaybookRun(done.returncode, output, parse_recap(output), seconds, parse_results(output))
+    output = "".join(lines)
+    return PlaybookRun(process.returncode, output, parse_recap(output), seconds, parse_results(output))
 
 
 def sandbox(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

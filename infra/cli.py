@@ -18,6 +18,7 @@ from typing import TextIO
 from infra.checks import RULES, Finding, Rule, has_errors, run_checks
 from infra.fit import fit
 from infra.fit import render as render_fit
+from infra.hoststages import HostStages, StageResult
 from infra.hostvars import environment_host_vars
 from infra.plan import build_plan, render_table
 from infra.render import RenderError, render, write
@@ -34,7 +35,8 @@ Plan Kubernetes node pools by workload profile, from one inventory folder.
   propose INVENTORY the cheapest pool sizes, machines and MIG layouts for the workloads, N-1 safe (MILP)
   render INVENTORY  every object and Helm release of the cluster layer as YAML, validated offline
   hostvars INVENTORY  what the host layer applies to each host, as JSON (runs check first)
-  run INVENTORY     the main job's stages in order (check, plan, fit, render), with progress per stage
+  run INVENTORY     the main job's stages in order (check, plan, fit, render), with progress per stage;
+                    --hosts adds the host stages on sandbox hosts (start, bootstrap, verify, report, clean up)
   rules             every rule: code, severity, what it guards against, how to fix
 
 check prints its report on stdout (check ... > report.txt); plan and fit print their result on stdout
@@ -118,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
                               description="The main job: check, then plan, then fit, each stage timed; stops at "
                                           "the first stage that fails.")
     run.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
+    run.add_argument("--hosts", action="store_true",
+                     help="then the host stages on sandbox hosts, one per inventory host: start them, bootstrap "
+                          "(site.yml), verify (a second run changes nothing), report, remove them")
+    run.add_argument("--keep-hosts", action="store_true",
+                     help="with --hosts: keep the hosts running afterwards, so a re-run is warm")
     run.set_defaults(run=_run, json=False)
 
     rules = commands.add_parser("rules", help="list every preflight rule",
@@ -315,16 +322,36 @@ def _run(args: argparse.Namespace) -> int:
 
     stages: list[tuple[str, Callable[[], bool]]] = [
         ("check", check), ("plan", plan), ("fit", place), ("render", render_)]
+    finally_: list[tuple[str, Callable[[], bool]]] = []
+    if args.hosts:
+        hosts = HostStages(Path(args.inventory), keep_hosts=args.keep_hosts)
+        stages += [(name, _said(stage)) for name, stage in hosts.stages()]
+        finally_ = [("clean up hosts", _said(hosts.cleanup))]  # also after a failed stage
     started = time.perf_counter()
-    for number, (name, stage) in enumerate(stages, 1):
-        print(f"==> [{number}/{len(stages)}] {name} {args.inventory}", flush=True)
+    total, failed = len(stages) + len(finally_), False
+    for number, (name, stage) in enumerate(stages + finally_, 1):
+        if failed and number <= len(stages):
+            continue
+        print(f"==> [{number}/{total}] {name} {args.inventory}", flush=True)
         began = time.perf_counter()
         ok = stage()
         print(f"<== {name} {'done' if ok else 'FAILED'} in {time.perf_counter() - began:.2f} s\n", flush=True)
-        if not ok:
-            return EXIT_UNUSABLE if env is None else EXIT_ERRORS
-    print(f"main job done: {len(stages)} stages in {time.perf_counter() - started:.2f} s")
+        failed = failed or not ok
+        if failed and env is None:
+            return EXIT_UNUSABLE
+    if failed:
+        return EXIT_ERRORS
+    print(f"main job done: {total} stages in {time.perf_counter() - started:.2f} s")
     return EXIT_OK
+
+
+def _said(stage: Callable[[], StageResult]) -> Callable[[], bool]:
+    """A host stage as the main job runs it: its one-line summary printed, its success returned."""
+    def run() -> bool:
+        result = stage()
+        print(result.summary, flush=True)
+        return result.ok
+    return run
 
 
 def _rules(args: argparse.Namespace) -> int:
