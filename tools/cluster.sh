@@ -287,7 +287,9 @@ start() {
 wait_healthy() {
   local component=$1 deadline=$((SECONDS + TIMEOUT))
   until healthy "$component"; do
-    if ! pid_of "$component" >/dev/null; then
+    # kill -0, not pid_of: until setsid has exec'ed the binary, the pid's command line is still this
+    # script's, and pid_of (which checks it, against a recycled pid) would call a starting process dead.
+    if ! kill -0 "$(cat "$PIDS/$component.pid")" 2>/dev/null; then
       fail "$component exited"
     elif [ "$SECONDS" -ge "$deadline" ]; then
       fail "$component not healthy after ${TIMEOUT} s"
