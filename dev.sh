@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for people and CI. Creates .venv with the pinned versions on first use (again
 # only when pyproject.toml or constraints.txt change), then:
-#   ./dev.sh run [ENV]     the main job on inventories/ENV (default: example): check, plan, fit, render
+#   ./dev.sh run [ENV] [--real-cluster]  the main job on inventories/ENV (default: example): check, plan,
+#                          fit, render; --real-cluster: then pulumi up on a local control plane, probes, teardown
 #   ./dev.sh test [ARGS]   ruff, mypy, then the whole test suite (ARGS go to pytest)
 #   ./dev.sh bench [ARGS]  check + plan benchmark on generated environments (figures only)
 #   ./dev.sh tools [--print-path]  build the pinned Go tools into the user's cache (or print their bin folders)
@@ -39,7 +40,8 @@ case "$command" in
   run)
     setup
     env=${1:-example}
-    exec "$VENV/bin/python" -m infra run "inventories/$env"
+    shift || true
+    exec "$VENV/bin/python" -m infra run "inventories/$env" "$@"
     ;;
   test)
     setup

@@ -107,6 +107,9 @@ def _parser() -> argparse.ArgumentParser:
                               description="The main job: check, then plan, then fit, each stage timed; stops at "
                                           "the first stage that fails.")
     run.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
+    run.add_argument("--real-cluster", action="store_true",
+                     help="then apply the inventory's stack with the real Pulumi CLI to a local control plane, "
+                          "run the probes and tear down (needs ./dev.sh tools; infra/realcluster.py)")
     run.set_defaults(run=_run, json=False)
 
     rules = commands.add_parser("rules", help="list every preflight rule",
@@ -289,14 +292,23 @@ def _run(args: argparse.Namespace) -> int:
 
     stages: list[tuple[str, Callable[[], bool]]] = [
         ("check", check), ("plan", plan), ("fit", place), ("render", render_)]
+    cleanup: Callable[[], None] = lambda: None  # noqa: E731
+    if getattr(args, "real_cluster", False):
+        from infra.realcluster import main_job_stages
+
+        real, cleanup = main_job_stages(args.inventory)
+        stages += real
     started = time.perf_counter()
-    for number, (name, stage) in enumerate(stages, 1):
-        print(f"==> [{number}/{len(stages)}] {name} {args.inventory}", flush=True)
-        began = time.perf_counter()
-        ok = stage()
-        print(f"<== {name} {'done' if ok else 'FAILED'} in {time.perf_counter() - began:.2f} s\n", flush=True)
-        if not ok:
-            return EXIT_UNUSABLE if env is None else EXIT_ERRORS
+    try:
+        for number, (name, stage) in enumerate(stages, 1):
+            print(f"==> [{number}/{len(stages)}] {name} {args.inventory}", flush=True)
+            began = time.perf_counter()
+            ok = stage()
+            print(f"<== {name} {'done' if ok else 'FAILED'} in {time.perf_counter() - began:.2f} s\n", flush=True)
+            if not ok:
+                return EXIT_UNUSABLE if env is None else EXIT_ERRORS
+    finally:
+        cleanup()
     print(f"main job done: {len(stages)} stages in {time.perf_counter() - started:.2f} s")
     return EXIT_OK
 
