@@ -179,19 +179,28 @@ def _not_applicable(name: str, why: str) -> ProbeResult:
 # ------------------------------------------------------------------------------------------ probes
 
 
+def gpu_probe_choice(view: Resolved) -> tuple[str, Tenant, list[Pool], list[Pool]] | None:
+    """(tenant, its tainted GPU pools, its non-GPU pools) for the first tenant that may use both."""
+    found = _first_tenant(view, lambda t: any(p.vars.is_gpu and pool_taints(p) for p in _pools_of(view, t))
+                          and any(not p.vars.is_gpu for p in _pools_of(view, t)))
+    if found is None:
+        return None
+    name, tenant = found
+    pools = _pools_of(view, tenant)
+    return (name, tenant, [p for p in pools if p.vars.is_gpu and pool_taints(p)],
+            [p for p in pools if not p.vars.is_gpu])
+
+
 def no_gpu_without_toleration(kube: Kube, view: Resolved) -> ProbeResult:
     """A tenant that may use a tainted GPU pool and other pools: a pod aimed at the GPU pool without its
     tolerations stays unscheduled on the taint; pods allowed on all its pools, tolerating only the
     non-GPU pools' taints, land on non-GPU nodes, one per non-GPU node and one more."""
     name = "no-gpu-without-toleration"
-    found = _first_tenant(view, lambda t: any(p.vars.is_gpu and pool_taints(p) for p in _pools_of(view, t))
-                          and any(not p.vars.is_gpu for p in _pools_of(view, t)))
+    found = gpu_probe_choice(view)
     if found is None:
         return _not_applicable(name, "no tenant may use both a tainted GPU pool and a non-GPU pool")
-    tenant_name, tenant = found
+    tenant_name, tenant, gpu, other = found
     pools = _pools_of(view, tenant)
-    gpu = [p for p in pools if p.vars.is_gpu and pool_taints(p)]
-    other = [p for p in pools if not p.vars.is_gpu]
     try:
         aimed = create_pod(kube, probe_pod("probe-gpu-untolerated", tenant_name, node_selector_pool=gpu[0].name))
         outcome, where = placement(kube, tenant_name, aimed["metadata"]["name"])
@@ -337,9 +346,13 @@ def preemption(kube: Kube, view: Resolved, high_priority: bool = True) -> ProbeR
                                                                      "limits": {resource: "1"}},
                         priority_class=high if high_priority else None)
         create_pod(kube, pod)
-        deadline = time.monotonic() + SCHEDULE_TIMEOUT
-        while time.monotonic() < deadline:
+        began = time.monotonic()
+        while time.monotonic() < began + SCHEDULE_TIMEOUT:
             live = kube.get(f"/api/v1/namespaces/{tenant_name}/pods/probe-preemptor")
+            refused = [c for c in live["status"].get("conditions", []) if c["type"] == "PodScheduled"
+                       and c.get("reason") == "Unschedulable"]
+            if refused and not live["status"].get("nominatedNodeName") and time.monotonic() > began + 10:
+                break  # tried, found no victim to preempt, and nominated no node: it stays pending
             if live["spec"].get("nodeName"):
                 left = {p["metadata"]["name"] for p in kube.get(
                     f"/api/v1/namespaces/{FILLER_NAMESPACE}/pods")["items"] if "deletionTimestamp" not in p["metadata"]}
@@ -354,6 +367,9 @@ def preemption(kube: Kube, view: Resolved, high_priority: bool = True) -> ProbeR
     finally:
         delete_probe_pods(kube, [tenant_name, FILLER_NAMESPACE])
         kube.delete(f"/api/v1/namespaces/{FILLER_NAMESPACE}")
+        # The namespace controller finishes the deletion; the next probe may create it again.
+        wait_for(f"namespace {FILLER_NAMESPACE} deleted", lambda: None if kube.exists(
+            f"/api/v1/namespaces/{FILLER_NAMESPACE}") else True, timeout=120)
 
 
 def _wait_running(kube: Kube, namespace: str, names: list[str]) -> None:
@@ -392,7 +408,7 @@ def custom_resources(kube: Kube, declared: list[Obj]) -> ProbeResult:
         broken = copy.deepcopy(good)
         target = broken
         for key in path[:-1]:
-            target = target[key]
+            target = target.setdefault(key, {})
         target[path[-1]] = bad
         try:
             kube.create(collection, broken, dry_run=True)
