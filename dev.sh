@@ -3,7 +3,7 @@
 # only when pyproject.toml or constraints.txt change), then:
 #   ./dev.sh run [ENV] [--real-cluster]  the main job on inventories/ENV (default: example): check, plan,
 #                          fit, render; --real-cluster: then pulumi up on a local control plane, probes, teardown
-#   ./dev.sh test [ARGS]   ruff, mypy, then the whole test suite (ARGS go to pytest)
+#   ./dev.sh test [ARGS]   the Go tools (once), ruff, mypy, then the whole test suite (ARGS go to pytest)
 #   ./dev.sh bench [ARGS]  check + plan benchmark on generated environments (figures only)
 #   ./dev.sh tools [--print-path]  build the pinned Go tools into the user's cache (or print their bin folders)
 #   ./dev.sh cluster up|down|status|kubeconfig  a local control plane on 127.0.0.1 from those tools
@@ -45,6 +45,8 @@ case "$command" in
     ;;
   test)
     setup
+    # tests/real runs the pinned Go tools: built on first use (about 25 min cold), skipped once built.
+    tools/build.sh
     echo "dev.sh: ruff check" >&2
     "$VENV/bin/ruff" check --quiet .
     echo "dev.sh: mypy (strict on infra/)" >&2
