@@ -194,6 +194,8 @@ class Stack:
     root: Path = ROOT
     work: Path = REAL
     helm_releases: bool = False
+    settings: Path | None = None
+    """The stack file, when it is not the checkout's Pulumi.<name>.yaml (generated environments)."""
 
     @property
     def project(self) -> Path:
@@ -205,7 +207,7 @@ class Stack:
 
     @property
     def stack_file(self) -> Path:
-        return self.root / f"Pulumi.{self.name}.yaml"
+        return self.settings or self.root / f"Pulumi.{self.name}.yaml"
 
     def config(self) -> dict[str, Any]:
         config: dict[str, Any] = yaml.safe_load(self.stack_file.read_text())["config"]
@@ -248,6 +250,7 @@ class Stack:
         self.home.mkdir(exist_ok=True)
         for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in self.root.glob("Pulumi.*.yaml"))):
             shutil.copy2(self.root / name, self.project / name)
+        shutil.copy2(self.stack_file, self.project / f"Pulumi.{self.name}.yaml")
         for name in ("infra", "inventories", ".venv"):
             (self.project / name).symlink_to(self.root / name)
         kubeconfig = self.kubeconfig_path()
