@@ -20,10 +20,13 @@ from infra.realcluster import LocalCluster, Stack, ToolsMissing, tool_paths
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
+    missing = None
     try:
         tool_paths()
     except ToolsMissing as error:
-        pytest.fail(str(error), pytrace=False)
+        missing = str(error)
+    if missing:
+        pytest.fail(missing, pytrace=False)
     local = LocalCluster()
     local.down()  # whatever an interrupted run left
     try:
