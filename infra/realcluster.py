@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -153,12 +154,16 @@ class LocalCluster:
         kube = self.api()
 
         def settled() -> bool | None:
+            live = {n["metadata"]["name"]: n for n in kube.get("/api/v1/nodes")["items"]}
+            leases = {lease["metadata"]["name"] for lease in kube.get(
+                "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")["items"]}
             for name in names:
-                node = kube.get(f"/api/v1/nodes/{name}")
+                node = live.get(name)
+                if node is None or name not in leases:
+                    return None
                 ready = [c["status"] for c in node["status"].get("conditions", []) if c["type"] == "Ready"]
                 lifecycle = [t for t in node["spec"].get("taints", []) if t["key"].startswith("node.kubernetes.io/")]
-                if ready != ["True"] or lifecycle or not kube.exists(
-                        f"/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/{name}"):
+                if ready != ["True"] or lifecycle:
                     return None
             return True
 
@@ -194,6 +199,7 @@ class Stack:
     root: Path = ROOT
     work: Path = REAL
     helm_releases: bool = False
+    timeout: float = PULUMI_TIMEOUT
     settings: Path | None = None
     """The stack file, when it is not the checkout's Pulumi.<name>.yaml (generated environments)."""
 
@@ -233,11 +239,20 @@ class Stack:
         })
         return env
 
-    def run(self, *args: str, timeout: float = PULUMI_TIMEOUT) -> subprocess.CompletedProcess[str]:
-        """One pulumi command in the project copy, on this stack, without colour or prompts."""
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """One pulumi command in the project copy, on this stack, without colour or prompts. In a session
+        of its own: past `timeout` seconds the whole group (CLI, language host, program, provider) is
+        killed and subprocess.TimeoutExpired raised, so a hang leaves no process behind."""
         command = ["pulumi", *args, "--stack", self.name, "--non-interactive", "--color", "never"]
-        return subprocess.run(command, cwd=self.project, env=self.env(), capture_output=True, text=True,
-                              timeout=timeout)
+        with subprocess.Popen(command, cwd=self.project, env=self.env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True) as process:
+            try:
+                stdout, stderr = process.communicate(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+                raise
+        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
     def prepare(self) -> None:
         """A fresh project copy, backend and stack; the provider plugin installed from the built binary at

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -80,10 +81,16 @@ class Peak:
 
 
 def timed(label: str, run):  # type: ignore[no-untyped-def]
+    """(wall s, peak MiB), or (None, peak MiB so far) when the command ran past the stack's timeout."""
     with Peak() as peak:
         started = time.perf_counter()
-        done = run()
+        try:
+            done = run()
+        except subprocess.TimeoutExpired:
+            print(f"  {label}: stopped after {time.perf_counter() - started:.0f} s (--timeout)", flush=True)
+            return None, peak.peak
         wall = time.perf_counter() - started
+    print(f"  {label}: {wall:.1f} s, {peak.peak:.0f} MiB", flush=True)
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-25:])
         raise SystemExit(f"{label} failed after {wall:.1f} s:\n{tail}")
@@ -93,6 +100,7 @@ def timed(label: str, run):  # type: ignore[no-untyped-def]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--timeout", type=float, default=900, help="seconds one pulumi command may run")
     args = parser.parse_args()
     work = REAL / "bench"
     shutil.rmtree(work, ignore_errors=True)
@@ -114,25 +122,27 @@ def main() -> None:
             registered = cluster.register_nodes(str(inventory))
             assert registered.ok, registered.summary
             register = time.perf_counter() - started
-            stack = Stack(f"bench{nodes}", cluster, settings=settings, work=work / "pulumi")
+            print(f"{nodes} nodes: control plane {plane:.1f} s, Nodes registered {register:.1f} s", flush=True)
+            stack = Stack(f"bench{nodes}", cluster, settings=settings, work=work / "pulumi", timeout=args.timeout)
             stack.prepare()
             preview_s, preview_mib = timed("preview", stack.preview)
-            up_s, up_mib = timed("up", stack.up)
-            resources = pulumi_resource_count(stack.resources())
+            up_s, up_mib = timed("up", stack.up) if preview_s is not None else (None, 0.0)
+            resources = pulumi_resource_count(stack.resources()) if up_s is not None else len(stack.declared())
             pids = {c: int((ROOT / ".state/cluster/pids" / f"{c}.pid").read_text()) for c in ("kube-apiserver", "etcd")}
             server_mib = {c: _rss_mib(pid) for c, pid in pids.items()}
             rows.append((nodes, plane, register, resources, preview_s, preview_mib, up_s, up_mib,
                          server_mib["kube-apiserver"], server_mib["etcd"]))
-            print(f"{nodes} nodes: control plane {plane:.1f} s, Nodes {register:.1f} s, {resources} objects, "
-                  f"preview {preview_s:.1f} s / {preview_mib:.0f} MiB, up {up_s:.1f} s / {up_mib:.0f} MiB, "
-                  f"apiserver {server_mib['kube-apiserver']:.0f} MiB, etcd {server_mib['etcd']:.0f} MiB", flush=True)
+            print(f"  {resources} objects; apiserver {server_mib['kube-apiserver']:.0f} MiB, "
+                  f"etcd {server_mib['etcd']:.0f} MiB", flush=True)
     finally:
         cluster.down()
     print(f"\n{'nodes':>6} {'plane s':>8} {'Nodes s':>8} {'objects':>8} {'preview s':>10} {'MiB':>6} "
           f"{'up s':>7} {'MiB':>6} {'apiserver MiB':>14} {'etcd MiB':>9}")
     for row in rows:
-        print(f"{row[0]:>6} {row[1]:>8.1f} {row[2]:>8.1f} {row[3]:>8} {row[4]:>10.1f} {row[5]:>6.0f} "
-              f"{row[6]:>7.1f} {row[7]:>6.0f} {row[8]:>14.0f} {row[9]:>9.0f}")
+        preview = f"{row[4]:>10.1f}" if row[4] is not None else f"{'> ' + str(int(args.timeout)):>10}"
+        up = f"{row[6]:>7.1f}" if row[6] is not None else f"{'-':>7}"
+        print(f"{row[0]:>6} {row[1]:>8.1f} {row[2]:>8.1f} {row[3]:>8} {preview} {row[5]:>6.0f} "
+              f"{up} {row[7]:>6.0f} {row[8]:>14.0f} {row[9]:>9.0f}")
 
 
 if __name__ == "__main__":
