@@ -22,6 +22,7 @@ is applied for real.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import os
 import shutil
@@ -90,6 +91,25 @@ def tool_paths(root: Path = ROOT) -> dict[str, Path]:
         raise ToolsMissing("the pinned tools are not built: " + ", ".join(missing) + "; run `./dev.sh tools` "
                            "first (builds them from the Go module proxy into ~/.cache/k8s-node-pools/tools, "
                            "about 20-25 minutes cold on 2 cores, skipped once built)")
+    return found
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live descendant of `root`, from /proc (children before their parents' turn does not matter:
+    all are killed)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
     return found
 
 
@@ -240,16 +260,19 @@ class Stack:
         return env
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """One pulumi command in the project copy, on this stack, without colour or prompts. In a session
-        of its own: past `timeout` seconds the whole group (CLI, language host, program, provider) is
-        killed and subprocess.TimeoutExpired raised, so a hang leaves no process behind."""
+        """One pulumi command in the project copy, on this stack, without colour or prompts. Past `timeout`
+        seconds it and every descendant (language host, program, provider) are killed and
+        subprocess.TimeoutExpired raised, so a hang leaves no process behind."""
         command = ["pulumi", *args, "--stack", self.name, "--non-interactive", "--color", "never"]
         with subprocess.Popen(command, cwd=self.project, env=self.env(), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, start_new_session=True) as process:
             try:
                 stdout, stderr = process.communicate(timeout=self.timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                # The CLI starts its plugins in process groups of their own: kill every descendant too.
+                for pid in [*_descendants(process.pid), process.pid]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 process.communicate()
                 raise
         return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
