@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # One entry point for people and CI. Creates .venv with the pinned versions on first use (again
 # only when pyproject.toml or constraints.txt change), then:
-#   ./dev.sh run [ENV]     the main job on inventories/ENV (default: example): check, plan, fit, render
-#   ./dev.sh test [ARGS]   ruff, mypy, yamllint, ansible-lint, then the whole test suite (ARGS go to pytest)
+#   ./dev.sh run           the main job, whole, on the sandbox: check, plan, fit, render, start sandbox
+#                          hosts, bootstrap, verify, local control plane, pulumi up, probes, report, clean up
+#                          (installs the host tools as root and builds the Go tools first, once)
+#   ./dev.sh run ENV [FLAGS]  python -m infra run inventories/ENV FLAGS: check, plan, fit, render; --hosts,
+#                          --real-cluster, --all (both), --keep-hosts (a warm re-run) add the later stages
+#   ./dev.sh test [ARGS]   the Go tools (once), ruff, mypy, yamllint, ansible-lint, then the whole test
+#                          suite (ARGS go to pytest)
 #   ./dev.sh bench [ARGS]  check + plan benchmark on generated environments (figures only)
 #   ./dev.sh tools [--print-path]  build the pinned Go tools into the user's cache (or print their bin folders)
 #   ./dev.sh cluster up|down|status|kubeconfig  a local control plane on 127.0.0.1 from those tools
@@ -38,11 +43,23 @@ shift || true
 case "$command" in
   run)
     setup
-    env=${1:-example}
-    exec "$VENV/bin/python" -m infra run "inventories/$env"
+    if [ $# -eq 0 ]; then
+      set -- sandbox --all
+      if ! command -v podman >/dev/null || ! command -v mmdebstrap >/dev/null; then
+        [ "$(id -u)" = 0 ] || { echo "dev.sh: the sandbox hosts need podman and mmdebstrap: run" \
+          "'sudo tests/hosts/sandbox.sh install' once" >&2; exit 2; }
+        tests/hosts/sandbox.sh install
+      fi
+      tools/build.sh
+    fi
+    env=$1
+    shift
+    exec "$VENV/bin/python" -m infra run "inventories/$env" "$@"
     ;;
   test)
     setup
+    # tests/real runs the pinned Go tools: built on first use (about 25 min cold), skipped once built.
+    tools/build.sh
     echo "dev.sh: ruff check" >&2
     "$VENV/bin/ruff" check --quiet .
     echo "dev.sh: mypy (strict on infra/)" >&2
@@ -66,7 +83,7 @@ case "$command" in
     exec tools/cluster.sh "$@"
     ;;
   *)
-    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
     [ "$command" = "-h" ] || [ "$command" = "--help" ] || exit 2
     ;;
 esac

@@ -36,7 +36,8 @@ Plan Kubernetes node pools by workload profile, from one inventory folder.
   render INVENTORY  every object and Helm release of the cluster layer as YAML, validated offline
   hostvars INVENTORY  what the host layer applies to each host, as JSON (runs check first)
   run INVENTORY     the main job's stages in order (check, plan, fit, render), with progress per stage;
-                    --hosts adds the host stages on sandbox hosts (start, bootstrap, verify, report, clean up)
+                    --hosts adds the host stages on sandbox hosts (start, bootstrap, verify, report, clean up),
+                    --real-cluster the real Pulumi path (control plane, pulumi up, probes, teardown), --all both
   rules             every rule: code, severity, what it guards against, how to fix
 
 check prints its report on stdout (check ... > report.txt); plan and fit print their result on stdout
@@ -117,14 +118,21 @@ def _parser() -> argparse.ArgumentParser:
     hostvars.set_defaults(run=_hostvars, json=False)
 
     run = commands.add_parser("run", help="run the main job's stages with progress",
-                              description="The main job: check, then plan, then fit, each stage timed; stops at "
-                                          "the first stage that fails.")
+                              description="The main job: check, plan, fit and render, then with --hosts the host "
+                                          "layer on sandbox hosts and with --real-cluster the cluster layer on a "
+                                          "local control plane; each stage timed; the first stage that fails stops "
+                                          "the job, and whatever was started is cleaned up.")
     run.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/example")
     run.add_argument("--hosts", action="store_true",
                      help="then the host stages on sandbox hosts, one per inventory host: start them, bootstrap "
                           "(site.yml), verify (a second run changes nothing), report, remove them")
     run.add_argument("--keep-hosts", action="store_true",
                      help="with --hosts: keep the hosts running afterwards, so a re-run is warm")
+    run.add_argument("--real-cluster", action="store_true",
+                     help="then apply the inventory's stack with the real Pulumi CLI to a local control plane, "
+                          "run the probes and tear down (needs ./dev.sh tools; infra/realcluster.py)")
+    run.add_argument("--all", action="store_true",
+                     help="the whole pipeline: --hosts and --real-cluster (what ./dev.sh run does on the sandbox)")
     run.set_defaults(run=_run, json=False)
 
     rules = commands.add_parser("rules", help="list every preflight rule",
@@ -322,11 +330,22 @@ def _run(args: argparse.Namespace) -> int:
 
     stages: list[tuple[str, Callable[[], bool]]] = [
         ("check", check), ("plan", plan), ("fit", place), ("render", render_)]
-    finally_: list[tuple[str, Callable[[], bool]]] = []
-    if args.hosts:
+    finally_: list[tuple[str, Callable[[], bool]]] = []  # run even after a failed stage
+    if args.hosts or args.all:
         hosts = HostStages(Path(args.inventory), keep_hosts=args.keep_hosts)
         stages += [(name, _said(stage)) for name, stage in hosts.stages()]
-        finally_ = [("clean up hosts", _said(hosts.cleanup))]  # also after a failed stage
+        finally_.append(("clean up hosts", _said(hosts.cleanup)))
+    if args.real_cluster or args.all:
+        from infra.realcluster import main_job_stages  # imports the cluster layer: only when asked
+
+        real, cleanup = main_job_stages(args.inventory)
+        stages += real
+
+        def clean_cluster() -> bool:  # a no-op when the teardown stage ran
+            cleanup()
+            return True
+
+        finally_.append(("clean up the cluster", clean_cluster))
     started = time.perf_counter()
     total, failed = len(stages) + len(finally_), False
     for number, (name, stage) in enumerate(stages + finally_, 1):

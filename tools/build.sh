@@ -14,13 +14,14 @@ cd "$(dirname "$0")"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/tools
-FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes pulumi pulumi-kubernetes}
+FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes kwok pulumi pulumi-kubernetes}
 
 # What a family's build reads besides its go.mod and go.sum (in its cache key too).
 extra_inputs() {
-  if [ "$1" = pulumi ]; then
-    echo pulumi-language-python/go.mod pulumi-language-python/go.sum pulumi-language-python/main.go
-  fi
+  case "$1" in
+    pulumi) echo pulumi-language-python/go.mod pulumi-language-python/go.sum pulumi-language-python/main.go ;;
+    kwok) echo kwok/stages.txt ;;
+  esac
 }
 
 family_dir() {
@@ -69,6 +70,22 @@ build_kubernetes() {
     echo "tools: kubernetes: $pkg from k8s.io/kubernetes $v" >&2
     (cd kubernetes && go build -trimpath -ldflags "$ldflags" -o "$out/$pkg" "k8s.io/kubernetes/cmd/$pkg")
   done
+}
+
+build_kwok() {
+  local v
+  v=$(version_of sigs.k8s.io/kwok)
+  echo "tools: kwok: sigs.k8s.io/kwok/cmd/kwok $v" >&2
+  (cd kwok && go build -trimpath -ldflags "-X sigs.k8s.io/kwok/pkg/consts.Version=${v#v}" \
+    -o "$out/kwok" sigs.k8s.io/kwok/cmd/kwok)
+  # Its configuration: the upstream stages tools/kwok/stages.txt names, from the same module version.
+  local dir stage
+  dir=$(dir_of "sigs.k8s.io/kwok@$v")
+  while read -r stage; do
+    case "$stage" in '' | '#'*) continue ;; esac
+    echo "---"
+    cat "$dir/$stage"
+  done <kwok/stages.txt >"$out/kwok-stages.yaml"
 }
 
 build_pulumi() {

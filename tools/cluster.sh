@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A local Kubernetes control plane on loopback (issue 8): etcd, kube-apiserver, kube-controller-manager
-# and kube-scheduler from the pinned tools (./dev.sh tools), with the project's own certificates.
+# and kube-scheduler from the pinned tools (./dev.sh tools), with the project's own certificates, and
+# kwok as the kubelets' stand-in: it keeps the Nodes' leases, runs their Pods (Running, Ready; no
+# container) and finishes deletions. Nodes themselves are registered by tools/make_nodes.py.
 #   tools/cluster.sh up          start it (a no-op when it is already up and healthy); waits on health
 #   tools/cluster.sh down        stop every process (TERM, then KILL) and remove etcd's data
 #   tools/cluster.sh status      each component's pid and health; exit 0 only when all are healthy
@@ -9,7 +11,7 @@
 # State is under .state/cluster/ of the checkout: pki/ (kept across down; `down --purge` removes it),
 # etcd/, logs/, pids/ and the kubeconfigs. Every listener is on 127.0.0.1. Ports: CLUSTER_ETCD_PORT
 # (22379), CLUSTER_ETCD_PEER_PORT (22380), CLUSTER_APISERVER_PORT (26443), CLUSTER_KCM_PORT (20257),
-# CLUSTER_SCHEDULER_PORT (20259); the Service network is kube_service_addresses of
+# CLUSTER_SCHEDULER_PORT (20259), CLUSTER_KWOK_PORT (20250); the Service and Pod networks are those of
 # inventories/$CLUSTER_INVENTORY (sandbox). CLUSTER_BIN_DIRS overrides where the binaries are found.
 set -euo pipefail
 
@@ -24,9 +26,10 @@ ETCD_PEER_PORT=${CLUSTER_ETCD_PEER_PORT:-22380}
 APISERVER_PORT=${CLUSTER_APISERVER_PORT:-26443}
 KCM_PORT=${CLUSTER_KCM_PORT:-20257}
 SCHEDULER_PORT=${CLUSTER_SCHEDULER_PORT:-20259}
+KWOK_PORT=${CLUSTER_KWOK_PORT:-20250}
 INVENTORY=${CLUSTER_INVENTORY:-sandbox}
 TIMEOUT=${CLUSTER_TIMEOUT:-120}
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # The admission plugins a production cluster runs: kube-apiserver 1.34's default-on set
 # (pkg/kubeapiserver/options/plugins.go, DefaultOffAdmissionPlugins) written out, plus NodeRestriction,
 # which kubeadm and Kubespray add. Written out so that a changed upstream default does not go unseen.
@@ -38,7 +41,7 @@ ADMISSION_PLUGINS+=,ClusterTrustBundleAttest,CertificateSubjectRestriction,Defau
 ADMISSION_PLUGINS+=,PodSecurity,PodTopologyLabels,MutatingAdmissionPolicy,ValidatingAdmissionPolicy
 ADMISSION_PLUGINS+=,NodeRestriction
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "cluster: $*" >&2; exit 1; }
 
 T0=$(date +%s.%N)
@@ -52,12 +55,13 @@ step() {
   STEP_T=$now
 }
 
-# The Service network of the inventory, as Kubespray reads it (group_vars/all.yml or group_vars/all/).
+# An address range of the inventory, as Kubespray reads it (group_vars/all.yml or group_vars/all/):
+# kube_service_addresses (the Service network) unless another variable is named.
 service_cidr() {
-  local dir=$ROOT/inventories/$INVENTORY/group_vars value
+  local dir=$ROOT/inventories/$INVENTORY/group_vars value var=${1:-kube_service_addresses}
   value=$(cat "$dir"/all.yml "$dir"/all/*.yml 2>/dev/null \
-    | sed -n 's/^kube_service_addresses:[[:space:]]*\([0-9./]*\).*/\1/p' | head -n1)
-  [ -n "$value" ] || die "no kube_service_addresses in inventories/$INVENTORY/group_vars/all"
+    | sed -n "s/^$var:[[:space:]]*\([0-9./]*\).*/\1/p" | head -n1)
+  [ -n "$value" ] || die "no $var in inventories/$INVENTORY/group_vars/all"
   echo "$value"
 }
 
@@ -74,7 +78,7 @@ bin_dirs() {
   if [ -n "${CLUSTER_BIN_DIRS:-}" ]; then
     tr ':' '\n' <<<"$CLUSTER_BIN_DIRS"
   else
-    TOOLS_FAMILIES="etcd kubernetes" "$ROOT/tools/build.sh" --print-path
+    TOOLS_FAMILIES="etcd kubernetes kwok" "$ROOT/tools/build.sh" --print-path
   fi
 }
 
@@ -133,6 +137,14 @@ flags() {
         --authentication-kubeconfig="$STATE/scheduler.kubeconfig" \
         --authorization-kubeconfig="$STATE/scheduler.kubeconfig" \
         --leader-elect=false --profiling=false
+      ;;
+    kwok)
+      # Every Node is a fake one here; pod IPs come from the inventory's Pod network. Its stages
+      # (kwok-stages.yaml, built beside it from tools/kwok/stages.txt) say what it does.
+      printf '%s\n' "$(binary kwok)" --config="$(dirname "$(binary kwok)")/kwok-stages.yaml" \
+        --kubeconfig="$STATE/admin.kubeconfig" --manage-all-nodes=true \
+        --server-address="$HOST:$KWOK_PORT" --cidr="$POD_CIDR" --node-ip=$HOST \
+        --node-lease-duration-seconds=40
       ;;
   esac
 }
@@ -236,6 +248,7 @@ healthy() {
       "https://$HOST:$APISERVER_PORT/readyz" ;;
     kube-controller-manager) "${c[@]}" -k "https://$HOST:$KCM_PORT/healthz" ;;
     kube-scheduler) "${c[@]}" -k "https://$HOST:$SCHEDULER_PORT/livez" ;;
+    kwok) "${c[@]}" "http://$HOST:$KWOK_PORT/healthz" ;;
   esac
 }
 
@@ -245,6 +258,7 @@ port_of() {
     kube-apiserver) echo "$APISERVER_PORT" ;;
     kube-controller-manager) echo "$KCM_PORT" ;;
     kube-scheduler) echo "$SCHEDULER_PORT" ;;
+    kwok) echo "$KWOK_PORT" ;;
   esac
 }
 
@@ -263,7 +277,7 @@ start() {
   local component=$1 bin cmd
   mapfile -t cmd < <(flags "$component")
   bin=${cmd[0]}
-  [ -x "$bin" ] || die "$component is not built; run: TOOLS_FAMILIES=\"etcd kubernetes\" ./dev.sh tools"
+  [ -x "$bin" ] || die "$component is not built; run: TOOLS_FAMILIES=\"etcd kubernetes kwok\" ./dev.sh tools"
   # Detached: a session of its own, no terminal; the pid is that of the binary itself (setsid execs
   # without forking, since a background job of a non-interactive shell leads no process group).
   setsid nohup "${cmd[@]}" >"$LOGS/$component.log" 2>&1 </dev/null &
@@ -273,7 +287,9 @@ start() {
 wait_healthy() {
   local component=$1 deadline=$((SECONDS + TIMEOUT))
   until healthy "$component"; do
-    if ! pid_of "$component" >/dev/null; then
+    # kill -0, not pid_of: until setsid has exec'ed the binary, the pid's command line is still this
+    # script's, and pid_of (which checks it, against a recycled pid) would call a starting process dead.
+    if ! kill -0 "$(cat "$PIDS/$component.pid")" 2>/dev/null; then
       fail "$component exited"
     elif [ "$SECONDS" -ge "$deadline" ]; then
       fail "$component not healthy after ${TIMEOUT} s"
@@ -339,7 +355,7 @@ up() {
   fi
   for component in "${COMPONENTS[@]}"; do
     [ -x "$(binary "$component")" ] \
-      || die "$component is not built; run: TOOLS_FAMILIES=\"etcd kubernetes\" ./dev.sh tools"
+      || die "$component is not built; run: TOOLS_FAMILIES=\"etcd kubernetes kwok\" ./dev.sh tools"
   done
   mkdir -p "$STATE" "$LOGS" "$PIDS"
   rm -rf "$STATE/etcd"
@@ -384,7 +400,7 @@ status() {
 
 # Read once here: a failure inside $(...) or <(...) further down would not stop the script.
 case "${1:-}" in
-  up | flags) SERVICE_CIDR=$(service_cidr) ;;
+  up | flags) SERVICE_CIDR=$(service_cidr); POD_CIDR=$(service_cidr kube_pods_subnet) ;;
 esac
 case "${1:-}" in
   up) up ;;

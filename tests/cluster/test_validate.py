@@ -673,3 +673,16 @@ def test_a_crd_schema_becomes_a_strict_json_schema():
             "open": {"type": "integer", "exclusiveMinimum": 0},
         },
     }
+
+
+def test_crds_of_protected_groups_carry_the_api_approval_annotation():
+    """The API server refuses a CRD of a *.k8s.io or *.kubernetes.io group without
+    api-approved.kubernetes.io (found by the real `pulumi up` of the example, issue 8)."""
+    from infra.cluster.validate import crd_definitions
+
+    protected = [crd for crd in crd_definitions()
+                 if crd["spec"]["group"].endswith((".k8s.io", ".kubernetes.io"))]
+    assert protected, "the snapshot CRD is in a protected group"
+    for crd in protected:
+        annotation = crd["metadata"].get("annotations", {}).get("api-approved.kubernetes.io", "")
+        assert annotation.startswith("https://github.com/"), crd["metadata"]["name"]

@@ -460,3 +460,14 @@ def test_an_old_stack_file_naming_only_infra_inventory_is_stopped_by_the_cli_its
     config = {"infra:inventory": "inventories/sandbox", "k8s-node-pools:kubeconfig": "x"}
     assert stack_errors(PROJECT, "sandbox", {"config": config}) == [
         "Stack 'sandbox' is missing configuration value 'inventory'"]
+
+
+def test_the_offline_preview_runs_every_stack_on_the_local_control_plane_after_building_the_tools():
+    offline = WORKFLOW["jobs"]["offline-preview"]
+    assert sorted(offline["strategy"]["matrix"]["stack"]) == STACKS
+    runs = [step.get("run") for step in offline["steps"]]
+    assert runs.index("./dev.sh tools") < runs.index("./dev.sh run ${{ matrix.stack }} --real-cluster")
+    test_runs = [step.get("run") for step in WORKFLOW["jobs"]["test"]["steps"]]
+    assert test_runs.index("./dev.sh tools") < test_runs.index("./dev.sh test -q")
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert ci.index("./dev.sh tools") < ci.index("./dev.sh test -q")

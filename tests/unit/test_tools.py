@@ -18,7 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
-FAMILIES = ("etcd", "kubernetes", "pulumi", "pulumi-kubernetes")
+FAMILIES = ("etcd", "kubernetes", "kwok", "pulumi", "pulumi-kubernetes")
 # The project's own Python language host: a module of its own, built by the pulumi family beside the CLI.
 HOST = "pulumi-language-python"
 HOST_FILES = ("go.mod", "go.sum", "main.go")
@@ -149,17 +149,28 @@ def test_the_kubernetes_provider_is_a_pinned_commit_whose_release_is_named():
     assert tools == ["github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes"]
     assert PSEUDO.match(requires["github.com/pulumi/pulumi-kubernetes/provider/v4"])
     (release,) = re.findall(r"^// provider-release: v(\d+\.\d+\.\d+)$", text, re.M)
-    sdk = pinned("pulumi-kubernetes")
-    if release != sdk:  # a mismatch must be the one the header explains
-        header = " ".join(text.replace("//", "").split())
-        assert f"commit of release v{release}" in header
-        assert f"pulumi-kubernetes {sdk}" in header
+    # The SDK asks the engine for the plugin of its own version: the provider built must be that release.
+    assert release == pinned("pulumi-kubernetes")
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'"pulumi-kubernetes=={release}"' in pyproject
 
 
 def test_etcd_is_a_3_6_release():
     requires, replaces, tools = go_mod("etcd")
     assert re.fullmatch(r"v3\.6\.\d+", requires["go.etcd.io/etcd/server/v3"])
     assert tools == ["go.etcd.io/etcd/server/v3"] and not replaces
+
+
+def test_kwok_is_a_release_with_the_upstream_stages_it_runs():
+    requires, replaces, tools = go_mod("kwok")
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", requires["sigs.k8s.io/kwok"])
+    assert tools == ["sigs.k8s.io/kwok/cmd/kwok"] and not replaces
+    stages = [line for line in (TOOLS / "kwok" / "stages.txt").read_text().splitlines()
+              if line and not line.startswith("#")]
+    # Nodes keep Ready and their lease; pods become Ready, complete, and their deletion finishes.
+    names = {Path(stage).stem for stage in stages}
+    assert {"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete"} <= names
+    assert all(stage.startswith("kustomize/stage/") and stage.endswith(".yaml") for stage in stages)
 
 
 def test_the_cache_folder_is_keyed_by_each_family_s_go_mod_and_go_sum(tmp_path):
@@ -172,6 +183,8 @@ def test_the_cache_folder_is_keyed_by_each_family_s_go_mod_and_go_sum(tmp_path):
         inputs = [TOOLS / family / "go.mod", TOOLS / family / "go.sum"]
         if family == "pulumi":  # the host is built with the CLI: its source is in the key too
             inputs += [TOOLS / HOST / name for name in HOST_FILES]
+        if family == "kwok":  # the stages built beside it
+            inputs += [TOOLS / "kwok" / "stages.txt"]
         digest = hashlib.sha256(b"".join(path.read_bytes() for path in inputs)).hexdigest()[:16]
         expected.append(str(tmp_path / "k8s-node-pools" / "tools" / f"{family}-{digest}" / "bin"))
     assert sorted(printed) == sorted(expected)
@@ -196,7 +209,7 @@ def cluster_flags() -> dict[str, dict[str, str]]:
     for line in lines:
         binary, *args = line.split()
         components[Path(binary).name] = dict(arg[2:].split("=", 1) for arg in args)
-    assert list(components) == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+    assert list(components) == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
     return components
 
 
@@ -206,6 +219,7 @@ def test_the_control_plane_listens_on_loopback_only():
     for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
         assert flags[component]["bind-address"] == LOOPBACK, component
     assert flags["kube-apiserver"]["advertise-address"] == LOOPBACK
+    assert flags["kwok"]["server-address"].startswith(f"{LOOPBACK}:")  # it binds 0.0.0.0 with --node-port
     etcd = flags["etcd"]
     for name in ("listen-client-urls", "listen-peer-urls", "advertise-client-urls", "initial-advertise-peer-urls"):
         for url in etcd[name].split(","):
@@ -276,3 +290,6 @@ def test_make_nodes_registers_each_host_as_its_kubelet_would():
         assert node["spec"]["taints"] == registration["register_with_taints"]
     assert nodes["sb-mig-1"]["status"]["allocatable"]["nvidia.com/mig-1g.6gb"] == "2"
     assert nodes["sb-gpu-1"]["status"]["allocatable"]["nvidia.com/gpu.shared"] == "2"
+    # The root filesystem every kubelet reports, less the default nodefs.available hard eviction (10%).
+    assert nodes["sb-cpu-1"]["status"]["capacity"]["ephemeral-storage"] == str(100 * 2**30)
+    assert nodes["sb-cpu-1"]["status"]["allocatable"]["ephemeral-storage"] == str(90 * 2**30)

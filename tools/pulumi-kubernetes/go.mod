@@ -1,7 +1,8 @@
 // Builds the Kubernetes resource provider pulumi-resource-kubernetes (issue 8). Versions are pinned
 // here and nowhere else. The provider module has no tags, only pseudo-versions, and the proxy serves
-// one: the commit of release v4.25.0. The Python SDK pin (pulumi-kubernetes 4.34.2) is newer; no
-// provider of that version is served. The release of the pinned commit, stamped as its version:
+// one: the commit of release v4.25.0. The Python SDK is pinned to the same release (pulumi-kubernetes
+// 4.25.0 in constraints.txt), so the plugin it asks for is this one. The release of the pinned commit,
+// stamped as its version:
 // provider-release: v4.25.0
 module k8s-node-pools/tools/pulumi-kubernetes
 

@@ -1,0 +1,192 @@
+"""Issue 8, items 4 and 5, on both shipped stacks: `pulumi preview` and `up` with the real CLI and provider,
+every declared object read back as rendered, no changes on a second preview, a hand-edited quota found by
+`preview --refresh` and repaired by the next `up`, the scheduling and admission probes, and `pulumi
+destroy` leaving nothing of the project. Each proof is also run against a sabotaged cluster, where it must
+fail (the `*_fails_*` tests), so that none of them can pass vacuously.
+
+Tests run in file order per stack (module-scoped fixture parametrized by stack; destroy is last).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from subprocess import CompletedProcess
+
+import pytest
+
+from infra import probes
+from infra.kubeapi import Kube, wait_for
+from infra.realcluster import LocalCluster, not_as_rendered, project_objects_left, pulumi_resource_count
+from infra.resolve import Resolved, resolve
+from infra.spec import load_environment
+
+
+@pytest.fixture
+def kube(cluster: LocalCluster) -> Kube:
+    return cluster.api()
+
+
+@pytest.fixture
+def view(deployment) -> Resolved:
+    return resolve(load_environment(deployment.stack.root / deployment.stack.inventory))
+
+
+def _output(done: CompletedProcess[str] | None) -> str:
+    if done is None:
+        return "not run (the preview failed)"
+    return (done.stdout + done.stderr)[-4000:]
+
+
+# ---------------------------------------------------------------------------------------- item 4
+
+
+def test_preview_then_up_apply_the_stack(deployment):
+    assert deployment.preview.returncode == 0, _output(deployment.preview)
+    assert "to create" in deployment.preview.stdout
+    assert deployment.up is not None and deployment.up.returncode == 0, _output(deployment.up)
+    declared = deployment.stack.declared()
+    assert pulumi_resource_count(deployment.stack.resources()) == len(declared)
+
+
+def test_every_declared_object_exists_as_rendered(deployment, kube: Kube):
+    declared = deployment.stack.declared()
+    assert {o["kind"] for o in declared} >= {"Namespace", "ResourceQuota", "LimitRange", "PriorityClass",
+                                             "ValidatingAdmissionPolicy", "Node", "Queue"}
+    assert not_as_rendered(kube, declared) == []
+
+
+def test_a_second_preview_shows_no_changes(deployment):
+    done = deployment.stack.preview("--expect-no-changes")
+    assert done.returncode == 0, _output(done)
+
+
+def test_a_hand_edited_quota_shows_in_refresh_and_the_next_up_repairs_it(deployment, kube: Kube):
+    quota = next(o for o in deployment.stack.declared() if o["kind"] == "ResourceQuota")
+    path = kube.path(quota)
+    name = f"{quota['metadata']['namespace']}/{quota['metadata']['name']}"
+    # As `kubectl edit` would: another field manager changes one limit.
+    kube.merge_patch(path + "?fieldManager=kubectl-edit", {"spec": {"hard": {"requests.cpu": "777"}}})
+    # The read-back proof sees it (it is what fails when an object is not as rendered) ...
+    found = "\n".join(not_as_rendered(kube, [quota]))
+    assert f"ResourceQuota {name}: .spec.hard.requests.cpu: want " in found
+    print(found)
+    # ... and so does a refreshing preview, which then fails --expect-no-changes.
+    drift = deployment.stack.preview("--refresh", "--expect-no-changes")
+    assert drift.returncode != 0, _output(drift)
+    assert "ResourceQuota" in drift.stdout and "777" in drift.stdout, _output(drift)
+    print("\n".join(line for line in (drift.stdout + drift.stderr).splitlines()
+                    if "777" in line or "error" in line or "ResourceQuota" in line))
+    repaired = deployment.stack.up("--refresh")
+    assert repaired.returncode == 0, _output(repaired)
+    assert not_as_rendered(kube, [quota]) == []
+    assert kube.get(path)["spec"]["hard"]["requests.cpu"] == quota["spec"]["hard"]["requests.cpu"]
+    again = deployment.stack.preview("--refresh", "--expect-no-changes")
+    assert again.returncode == 0, _output(again)
+
+
+# ---------------------------------------------------------------------------------------- item 5
+
+
+def test_tenant_namespaces_are_ready_for_pods(deployment, kube: Kube, view: Resolved):
+    probes.ready_for_pods(kube, view)
+
+
+@pytest.mark.parametrize("probe", probes.POD_PROBES, ids=lambda p: p.__name__)
+def test_probe(deployment, kube: Kube, view: Resolved, probe: Callable[[Kube, Resolved], probes.ProbeResult]):
+    result = probe(kube, view)
+    assert result.ok, result.detail
+
+
+def test_custom_resources_are_checked_against_the_installed_crd_schemas(deployment, kube: Kube):
+    result = probes.custom_resources(kube, deployment.stack.declared())
+    assert result.ok, result.detail
+    assert result.detail.startswith("Queue: valid accepted")
+
+
+# ------------------------------------------------------------------- the proofs fail when broken
+
+
+def test_the_taint_probe_fails_when_a_gpu_node_loses_its_taint(deployment, kube: Kube, view: Resolved):
+    choice = probes.gpu_probe_choice(view)
+    assert choice is not None
+    gpu_pool = choice[2][0]
+    saved = {host.name: kube.get(f"/api/v1/nodes/{host.name}")["spec"]["taints"] for host in gpu_pool.hosts}
+    try:
+        for name in saved:  # every node of the GPU pool the probe aims at loses its taints
+            kube.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
+        result = probes.no_gpu_without_toleration(kube, view)
+        assert not result.ok
+        assert f"a pod aimed at {gpu_pool.name} without tolerations was bound" in result.detail
+        print(result.detail)
+    finally:
+        for name, taints in saved.items():
+            kube.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": taints}})
+    assert probes.no_gpu_without_toleration(kube, view).ok
+
+
+def test_the_admission_probe_fails_without_the_policy_binding(deployment, kube: Kube, view: Resolved):
+    binding = next(o for o in deployment.stack.declared() if o["kind"] == "ValidatingAdmissionPolicyBinding")
+    path = kube.path(binding)
+    kube.delete(path)
+    try:
+        # The API server's policy cache follows the deletion within a second or so.
+        result = wait_for("the admission probe to fail", lambda: r if not (r := probes.foreign_pool_refused(
+            kube, view)).ok else None, timeout=30)
+        assert "admitted" in result.detail
+        print(result.detail)
+    finally:
+        kube.create(kube.path(binding, name=False), binding)
+    wait_for("the admission probe to pass again", lambda: True if probes.foreign_pool_refused(kube, view).ok
+             else None, timeout=30)
+
+
+def test_the_preemption_probe_fails_when_the_pod_has_no_higher_class(deployment, kube: Kube,
+                                                                       view: Resolved):
+    result = probes.preemption(kube, view, high_priority=False)
+    assert not result.ok
+    assert "was preempted" in result.detail
+    print(result.detail)
+
+
+def test_the_crd_probe_fails_when_the_schema_accepts_anything(deployment, kube: Kube):
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/queues.scheduling.volcano.sh"
+    crd = kube.get(crd_path)
+    original = [dict(v) for v in crd["spec"]["versions"]]
+    loose = [{**v, "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+             for v in original]
+    kube.merge_patch(crd_path, {"spec": {"versions": loose}})
+    try:
+        result = wait_for("the CRD probe to fail", lambda: r if not (r := probes.custom_resources(
+            kube, deployment.stack.declared())).ok else None, timeout=30)
+        assert "was accepted" in result.detail
+        print(result.detail)
+    finally:
+        kube.merge_patch(crd_path, {"spec": {"versions": original}})
+    wait_for("the CRD probe to pass again", lambda: True if probes.custom_resources(
+        kube, deployment.stack.declared()).ok else None, timeout=30)
+
+
+def test_nothing_was_left_changed_by_the_probes(deployment, kube: Kube):
+    assert not_as_rendered(kube, deployment.stack.declared()) == []
+    done = deployment.stack.preview("--refresh", "--expect-no-changes")
+    assert done.returncode == 0, _output(done)
+
+
+# ---------------------------------------------------------------------------------------- destroy
+
+
+def test_destroy_leaves_no_project_object(deployment, kube: Kube):
+    declared = deployment.stack.declared()
+    done = deployment.stack.destroy()
+    deployment.destroyed = True
+    assert done.returncode == 0, _output(done)
+    assert project_objects_left(kube, declared) == []
+    # The check sees what it must: an object of the project left behind.
+    stray = {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "stray", "namespace": "default",
+                          "labels": {"app.kubernetes.io/managed-by": "k8s-node-pools"}}}
+    kube.create("/api/v1/namespaces/default/configmaps", stray)
+    try:
+        assert project_objects_left(kube, declared) == ["ConfigMap default/stray"]
+    finally:
+        kube.delete("/api/v1/namespaces/default/configmaps/stray")
