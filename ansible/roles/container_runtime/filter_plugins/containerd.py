@@ -39,8 +39,9 @@ def containerd_imports(text: str, path: str = "config.toml") -> list[str] | None
 
 
 def containerd_nvidia_dropin(text: str, name: str, binary: str, default: bool, path: str = "config.toml") -> str:
-    """The drop-in: config.toml's CRI table (runc kept) plus runtime NAME (runc v2 shim running BINARY), optionally the default.
-    The runtime takes runc's cgroup driver (SystemdCgroup) so that it agrees with the kubelet as runc does."""
+    """The drop-in: config.toml's CRI table (runc kept) plus runtime NAME (runc v2 shim running BINARY),
+    optionally as the default. The runtime takes runc's cgroup driver (SystemdCgroup), so that it agrees with
+    the kubelet as runc does."""
     config = _parse(text, path)
     cri = copy.deepcopy(config.get("plugins", {}).get(CRI, {}))
     containerd = cri.setdefault("containerd", {})
