@@ -21,6 +21,7 @@ from infra.ansible_run import (
     OVERLAY,
     ROOT,
     SANDBOX,
+    SANDBOX_VARS,
     STATE,
     PlaybookRun,
     TaskResult,
@@ -34,8 +35,8 @@ from infra.ansible_run import SANDBOX_INVENTORY as INVENTORY
 # Molecule's verifier runs the fixture role's own testinfra files; they are not part of this suite.
 collect_ignore_glob = ["fixtures/*"]
 
-__all__ = ["INVENTORY", "OVERLAY", "ROOT", "SANDBOX", "STATE", "PlaybookRun", "TaskResult", "parse_recap",
-           "parse_results", "run_playbook", "sandbox"]
+__all__ = ["INVENTORY", "OVERLAY", "ROOT", "SANDBOX", "SANDBOX_VARS", "STATE", "PlaybookRun", "TaskResult",
+           "parse_recap", "parse_results", "run_playbook", "sandbox"]
 
 
 @pytest.fixture(scope="session")

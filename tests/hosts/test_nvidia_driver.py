@@ -1,0 +1,158 @@
+"""nvidia_driver on the sandbox hosts: the GPU pools' card-less hosts get Debian's non-free source, the
+driver pinned to the pool's exact version, its user-space tools, nouveau blacklisted and the persistence
+daemon enabled; the CPU and memory hosts get none of it. Also: gpu.yml's second run changes nothing, check
+mode finds nothing to change, a GPU host without a card stops the run unless the test override is set,
+and NVIDIA's repository with the fabric manager renders as it would on an NVSwitch board."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PlaybookRun, run_playbook
+
+from infra.hostvars import environment_host_vars
+from infra.spec import load_environment
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = environment_host_vars(load_environment(ROOT / "inventories" / "sandbox"))["hosts"]
+GPU = sorted(name for name, vars_ in SPEC.items() if vars_["nvidia"])
+OTHER = sorted(name for name, vars_ in SPEC.items() if not vars_["nvidia"])
+ALL = [(name, True) for name in GPU] + [(name, False) for name in OTHER]
+
+
+def test_the_sandbox_has_gpu_and_other_hosts() -> None:
+    assert GPU == ["sb-gpu-1", "sb-mig-1"] and OTHER == ["sb-cpu-1", "sb-mem-1"]
+
+
+@pytest.mark.parametrize(("name", "gpu"), ALL)
+def test_debian_non_free_source_only_on_gpu_hosts(converged: PlaybookRun, host: Callable[[str], Any],
+                                                  name: str, gpu: bool) -> None:
+    source = host(name).file("/etc/apt/sources.list.d/debian-nvidia.sources")
+    assert source.exists is gpu
+    if gpu:
+        assert "Components: contrib non-free non-free-firmware" in source.content_string
+        assert "Suites: bookworm bookworm-updates" in source.content_string
+        assert "Suites: bookworm-security" in source.content_string
+        assert not host(name).file("/etc/apt/sources.list.d/nvidia-cuda.sources").exists
+
+
+@pytest.mark.parametrize(("name", "gpu"), ALL)
+def test_driver_packages_are_pinned_to_the_pools_version(converged: PlaybookRun, host: Callable[[str], Any],
+                                                         name: str, gpu: bool) -> None:
+    pin = host(name).file("/etc/apt/preferences.d/nvidia-driver.pref")
+    assert pin.exists is gpu
+    if gpu:
+        version = SPEC[name]["nvidia"]["driver_version"]
+        assert f"Pin: version {version}-*\nPin-Priority: 1001" in pin.content_string
+        assert "Package: nvidia-* libnvidia-* " in pin.content_string
+        assert "fabricmanager" not in pin.content_string  # no NVSwitch in the sandbox
+        # apt's own view: the pinned version is the candidate, though bookworm-security carries a newer one
+        policy = host(name).check_output("apt-cache policy nvidia-smi")
+        assert f"Candidate: {version}-" in policy
+
+
+@pytest.mark.parametrize(("name", "gpu"), ALL)
+def test_user_space_tools_installed_at_the_pinned_version(converged: PlaybookRun, host: Callable[[str], Any],
+                                                          name: str, gpu: bool) -> None:
+    for package in ("nvidia-smi", "libnvidia-ml1"):
+        installed = host(name).package(package)
+        assert installed.is_installed is gpu
+        if gpu:
+            assert installed.version.startswith(SPEC[name]["nvidia"]["driver_version"] + "-")
+    # the full driver (DKMS) is a parameter the sandbox leaves out: it cannot load in a container
+    assert not host(name).package("nvidia-kernel-dkms").is_installed
+
+
+@pytest.mark.parametrize("name", GPU)
+def test_nvidia_smi_runs_and_says_there_is_no_card(converged: PlaybookRun, host: Callable[[str], Any],
+                                                   name: str) -> None:
+    # nvidia-smi exits 255 here, which testinfra's ssh backend takes for an ssh failure: read its code apart
+    smi = host(name).run("nvidia-smi -L; echo exit=$?")
+    assert "Failed to initialize NVML" in smi.stdout
+    assert smi.stdout.rstrip().splitlines()[-1] != "exit=0"
+
+
+@pytest.mark.parametrize(("name", "gpu"), ALL)
+def test_nouveau_is_blacklisted_on_gpu_hosts(converged: PlaybookRun, host: Callable[[str], Any],
+                                             name: str, gpu: bool) -> None:
+    blacklist = host(name).file("/etc/modprobe.d/blacklist-nouveau.conf")
+    assert blacklist.exists is gpu
+    if gpu:
+        assert "blacklist nouveau\noptions nouveau modeset=0\n" in blacklist.content_string
+
+
+@pytest.mark.parametrize(("name", "gpu"), ALL)
+def test_persistence_daemon_enabled_on_gpu_hosts_without_failing_them(
+        converged: PlaybookRun, host: Callable[[str], Any], name: str, gpu: bool) -> None:
+    daemon = host(name).service("nvidia-persistenced")
+    assert host(name).package("nvidia-persistenced").is_installed is gpu
+    if gpu:
+        assert daemon.is_enabled
+        assert not daemon.is_running  # no card: enabled for the next boot, not started
+    # the package's failed start on a card-less host is cleared, so the host is not left degraded
+    assert host(name).run("systemctl is-failed --quiet nvidia-persistenced.service").rc != 0
+
+
+@pytest.fixture(scope="module")
+def second_run(converged: PlaybookRun) -> PlaybookRun:
+    return run_playbook("gpu.yml")
+
+
+@pytest.fixture(scope="module")
+def check_run(second_run: PlaybookRun) -> PlaybookRun:
+    return run_playbook("gpu.yml", "--check", "--diff")
+
+
+def test_gpu_playbook_second_run_changes_nothing(second_run: PlaybookRun) -> None:
+    assert second_run.rc == 0, second_run.tail()
+    assert set(second_run.recap) == set(SPEC)
+    assert second_run.changed() == {}, second_run.tail(120)
+
+
+def test_gpu_playbook_check_mode_finds_nothing_to_change(check_run: PlaybookRun) -> None:
+    assert check_run.rc == 0, check_run.tail()
+    assert check_run.changed() == {}, check_run.tail(120)
+
+
+def test_a_gpu_host_without_a_card_stops_the_run(converged: PlaybookRun, host: Callable[[str], Any]) -> None:
+    before = host("sb-gpu-1").check_output("md5sum /etc/apt/preferences.d/nvidia-driver.pref")
+    run = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver",
+                       "-e", "nvidia_driver_require_device=true")
+    assert run.rc != 0
+    assert run.failed() == {"sb-gpu-1": 1}
+    assert "sb-gpu-1 is in a GPU pool but `lspci -d 10de:` finds no NVIDIA device" in run.output
+    assert "Nothing was changed." in run.output
+    assert run.recap["sb-gpu-1"]["changed"] == 0
+    assert host("sb-gpu-1").check_output("md5sum /etc/apt/preferences.d/nvidia-driver.pref") == before
+
+
+def test_nvidia_repository_and_fabric_manager_render_in_check_mode(converged: PlaybookRun,
+                                                                    host: Callable[[str], Any]) -> None:
+    """An NVSwitch board on NVIDIA's repository, forced on a sandbox host in check mode (nothing written):
+    the repository, its key, and the fabric manager pinned to exactly the driver's version."""
+    forced = {"nvidia_driver_source": "nvidia", "nvidia_driver_fabric_manager": True,
+              "nvidia_driver_repo_key": "-----BEGIN PGP PUBLIC KEY BLOCK-----\ntest\n-----END PGP PUBLIC KEY BLOCK-----\n"}
+    run = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver_repository", "--check", "--diff",
+                       "-e", json.dumps(forced))
+    assert run.rc == 0, run.tail()
+    version = SPEC["sb-gpu-1"]["nvidia"]["driver_version"]
+    assert "URIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/" in run.output
+    assert "Signed-By: /usr/share/keyrings/nvidia-cuda.asc" in run.output
+    branch = version.split(".")[0]
+    assert f"xserver-xorg-video-nvidia nvidia-fabricmanager-{branch}\n" in run.output  # pinned with the driver
+    assert f"Pin: version {version}-*" in run.output
+    # check mode: the host still has Debian's source and no NVIDIA repository
+    assert host("sb-gpu-1").file("/etc/apt/sources.list.d/debian-nvidia.sources").exists
+    assert not host("sb-gpu-1").file("/etc/apt/sources.list.d/nvidia-cuda.sources").exists
+    assert not host("sb-gpu-1").file("/usr/share/keyrings/nvidia-cuda.asc").exists
+
+
+def test_the_debian_source_refuses_the_fabric_manager(converged: PlaybookRun) -> None:
+    run = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver", "--check",
+                       "-e", '{"nvidia_driver_fabric_manager": true}')
+    assert run.rc != 0
+    assert "nvidia_driver_fabric_manager needs nvidia_driver_source 'nvidia'" in run.output
