@@ -14,12 +14,14 @@ cd "$(dirname "$0")"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/tools
-FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes pulumi pulumi-kubernetes}
+FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes kubelet-config-check pulumi pulumi-kubernetes}
 
 # What a family's build reads besides its go.mod and go.sum (in its cache key too).
 extra_inputs() {
   if [ "$1" = pulumi ]; then
     echo pulumi-language-python/go.mod pulumi-language-python/go.sum pulumi-language-python/main.go
+  elif [ "$1" = kubelet-config-check ]; then
+    echo kubelet-config-check/main.go
   fi
 }
 
@@ -69,6 +71,11 @@ build_kubernetes() {
     echo "tools: kubernetes: $pkg from k8s.io/kubernetes $v" >&2
     (cd kubernetes && go build -trimpath -ldflags "$ldflags" -o "$out/$pkg" "k8s.io/kubernetes/cmd/$pkg")
   done
+}
+
+build_kubelet-config-check() {
+  echo "tools: kubelet-config-check: the kubelet's config validation from k8s.io/kubernetes $(version_of k8s.io/kubernetes)" >&2
+  (cd kubelet-config-check && go build -trimpath -o "$out/kubelet-config-check" .)
 }
 
 build_pulumi() {
