@@ -26,6 +26,8 @@ SANDBOX = ROOT / "tests" / "hosts" / "sandbox.sh"
 STATE = Path(os.environ.get("SANDBOX_STATE", ROOT / ".state"))
 OVERLAY = STATE / "hosts" / "inventory.yml"
 INVENTORY = ROOT / "inventories" / "sandbox"
+# The sandbox hosts' own settings (card-less GPU hosts, unreachable NVIDIA repositories), as extra vars.
+SANDBOX_VARS = ROOT / "tests" / "hosts" / "sandbox-vars.yml"
 ANSIBLE_BIN = Path(sys.executable).parent
 RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:\w+=\d+\s*)+)$", re.MULTILINE)
 
@@ -61,7 +63,7 @@ def run_playbook(playbook: str, *args: str, inventories: tuple[Path, ...] = (INV
     command = [str(ANSIBLE_BIN / "ansible-playbook")]
     for inventory in inventories:
         command += ["-i", str(inventory)]
-    command += [str(ROOT / "ansible" / playbook), *args]
+    command += [str(ROOT / "ansible" / playbook), "-e", f"@{SANDBOX_VARS}", *args]
     full_env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
                 "ANSIBLE_FORCE_COLOR": "0", "PYTHONPATH": str(ROOT), **(env or {})}
     done = subprocess.run(command, cwd=ROOT, env=full_env, capture_output=True, text=True, check=False)

@@ -7,17 +7,22 @@
 // defaults: it must be a kubelet.config.k8s.io/v1beta1 KubeletConfiguration, and is decoded strictly (an
 // unknown or misspelt field, a duplicate field or a wrong type is an error: the kubelet's drop-in loader
 // would drop an unknown field silently); the files are merged as JSON merge patches, defaulted, converted,
-// and checked by the kubelet's ValidateKubeletConfiguration with the feature gates the result sets.
+// and checked by the kubelet's ValidateKubeletConfiguration with the feature gates the result sets, then as
+// the kubelet parses at start what that validation lets through (manager policies, eviction thresholds,
+// reservations), so a config that would stop the kubelet after it was installed is refused here.
 // Prints "ok: FILE..." and exits 0, or prints every error and exits 1 (2 on usage).
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	kubeletconfigv1beta1 "k8s.io/kubelet/config/v1beta1"
@@ -26,6 +31,7 @@ import (
 	kubeletscheme "k8s.io/kubernetes/pkg/kubelet/apis/config/scheme"
 	kubeletconfigv1beta1conversion "k8s.io/kubernetes/pkg/kubelet/apis/config/v1beta1"
 	"k8s.io/kubernetes/pkg/kubelet/apis/config/validation"
+	evictionapi "k8s.io/kubernetes/pkg/kubelet/eviction/api"
 	"sigs.k8s.io/yaml"
 )
 
@@ -93,7 +99,7 @@ func check(files []string) error {
 	if err := validation.ValidateKubeletConfiguration(internal, utilfeature.DefaultFeatureGate); err != nil {
 		return fmt.Errorf("invalid KubeletConfiguration (%v): %w", files, err)
 	}
-	return managerPolicies(internal)
+	return errors.Join(managerPolicies(internal), thresholds(internal), reservations(internal))
 }
 
 // managerPolicies refuses what ValidateKubeletConfiguration lets through and the kubelet's container manager
@@ -116,4 +122,48 @@ func managerPolicies(kc *kubeletconfig.KubeletConfiguration) error {
 		return fmt.Errorf("invalid configuration: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// thresholds parses evictionHard and evictionSoft as the kubelet's eviction manager does at start
+// (pkg/kubelet/eviction, parseThresholdStatement: a known signal, a percentage in [0%, 100%] or a positive
+// quantity), with the kubelet's own table of signals.
+func thresholds(kc *kubeletconfig.KubeletConfiguration) error {
+	var errs []error
+	for field, statements := range map[string]map[string]string{"evictionHard": kc.EvictionHard, "evictionSoft": kc.EvictionSoft} {
+		for signal, value := range statements {
+			if _, ok := evictionapi.OpForSignal[evictionapi.Signal(signal)]; !ok {
+				errs = append(errs, fmt.Errorf("%s: unsupported eviction signal %q", field, signal))
+				continue
+			}
+			if percent, ok := strings.CutSuffix(value, "%"); ok {
+				if f, err := strconv.ParseFloat(percent, 32); err != nil || f < 0 || f > 100 {
+					errs = append(errs, fmt.Errorf("%s[%s]: %q is not a percentage from 0%% to 100%%", field, signal, value))
+				}
+				continue
+			}
+			if q, err := resource.ParseQuantity(value); err != nil || q.Sign() <= 0 {
+				errs = append(errs, fmt.Errorf("%s[%s]: %q is not a positive quantity or a percentage", field, signal, value))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// reservations parses kubeReserved and systemReserved as the kubelet does at start (cmd/kubelet/app,
+// parseResourceList: cpu, memory, ephemeral-storage and pid only, each a non-negative quantity).
+func reservations(kc *kubeletconfig.KubeletConfiguration) error {
+	var errs []error
+	for field, list := range map[string]map[string]string{"kubeReserved": kc.KubeReserved, "systemReserved": kc.SystemReserved} {
+		for name, value := range list {
+			switch name {
+			case "cpu", "memory", "ephemeral-storage", "pid":
+				if q, err := resource.ParseQuantity(value); err != nil || q.Sign() < 0 {
+					errs = append(errs, fmt.Errorf("%s[%s]: %q is not a non-negative quantity", field, name, value))
+				}
+			default:
+				errs = append(errs, fmt.Errorf("%s: cannot reserve %q resource", field, name))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
