@@ -125,51 +125,96 @@ def started_at(h: Any) -> str:
     return str(h.check_output("systemctl show -p ActiveEnterTimestampMonotonic --value kubelet.service"))
 
 
-def converge_kubelet(config: dict[str, Any] | None = None) -> Any:
-    extra = ["-e", json.dumps({"kubelet_config": config})] if config else []
-    run = run_playbook("site.yml", "--limit", "sb-mem-1", "--tags", "kubelet_configure,kubelet_run", *extra)
-    assert run.rc == 0, run.tail()
+def converge_kubelet(config: dict[str, Any] | None = None, **extra_vars: Any) -> Any:
+    extra = {**({"kubelet_config": config} if config else {}), **extra_vars}
+    run = run_playbook("site.yml", "--limit", "sb-mem-1", "--tags", "kubelet_configure,kubelet_run",
+                       *(["-e", json.dumps(extra)] if extra else []))
     return run
 
 
-def test_a_manager_policy_change_drains_resets_the_state_and_restarts(converged, host, expected):
+@pytest.fixture
+def stand_in_kubelet(converged, host):
+    """sb-mem-1 with a kubelet unit (a stand-in binary that records its command line and idles) and manager
+    state files, as a node whose kubelet already ran; removed afterwards, back to the converged host."""
     h = host("sb-mem-1")
-    config = expected["sb-mem-1"]["kubelet"]["config"]
     h.run("mkdir -p /var/lib/kubelet")
     h.run(f"printf '%s' '{FAKE_KUBELET}' > /usr/bin/kubelet && chmod 755 /usr/bin/kubelet")
     h.run(f"printf '%s' '{FAKE_UNIT}' > /etc/systemd/system/kubelet.service")
     try:
         assert h.run("systemctl daemon-reload && systemctl start kubelet.service").rc == 0
-        # The unit drop-in's ExecStart reached the kubelet: the config folder and the labels on its command line.
-        args = h.file("/run/fake-kubelet-args").content_string
-        assert "--config-dir=/etc/kubernetes/kubelet.conf.d" in args and "workload-profile=memory" in args
         for state in STATES:
             h.run(f"echo '{{}}' > {state}")
-
-        # A change that is not a manager's: restarted, the state kept.
-        before = started_at(h)
-        run = converge_kubelet({**config, "maxPods": 100})
-        assert run.changed() == {"sb-mem-1": 2}  # the drop-in, the restart
-        assert started_at(h) != before and h.service("kubelet").is_running
-        assert all(h.file(state).exists for state in STATES)
-        assert dropin(h)["maxPods"] == 100
-
-        # The CPU Manager's policy: not drained (no delegate, said so), stopped, state removed, written, started.
-        before = started_at(h)
-        run = converge_kubelet({**config, "cpuManagerPolicy": "none", "topologyManagerPolicy": "none"})
-        assert "NOT cordoned or drained" in run.output
-        assert not any(h.file(state).exists for state in STATES)
-        assert dropin(h)["cpuManagerPolicy"] == "none"
-        assert started_at(h) != before and h.service("kubelet").is_running
-        assert h.service("kubelet").is_enabled  # the role enables an installed unit
-
-        # Back to the pool's own: the chain again, then nothing to do.
-        for state in STATES:
-            h.run(f"echo '{{}}' > {state}")
-        converge_kubelet()
-        assert dropin(h) == config and not any(h.file(state).exists for state in STATES)
-        assert converge_kubelet().changed() == {}
+        yield h
     finally:
         h.run("systemctl disable --now kubelet.service; rm -f /etc/systemd/system/kubelet.service /usr/bin/kubelet"
               " /run/fake-kubelet-args; rm -rf /var/lib/kubelet; systemctl daemon-reload")
-    assert dropin(h) == config
+
+
+def test_a_manager_policy_change_resets_the_state_and_restarts(stand_in_kubelet, expected):
+    h = stand_in_kubelet
+    config = expected["sb-mem-1"]["kubelet"]["config"]
+    # The unit drop-in's ExecStart reached the kubelet: the config folder and the labels on its command line.
+    args = h.file("/run/fake-kubelet-args").content_string
+    assert "--config-dir=/etc/kubernetes/kubelet.conf.d" in args and "workload-profile=memory" in args
+
+    # A change that is not a manager's: restarted, the state kept.
+    before = started_at(h)
+    run = converge_kubelet({**config, "maxPods": 100})
+    assert run.rc == 0, run.tail()
+    assert run.changed() == {"sb-mem-1": 2}  # the drop-in, the restart
+    assert started_at(h) != before and h.service("kubelet").is_running
+    assert all(h.file(state).exists for state in STATES)
+    assert dropin(h)["maxPods"] == 100
+
+    # The CPU Manager's policy: not drained (no delegate, said so), stopped, state removed, written, started.
+    before = started_at(h)
+    run = converge_kubelet({**config, "cpuManagerPolicy": "none", "topologyManagerPolicy": "none"})
+    assert run.rc == 0, run.tail()
+    assert "NOT cordoned or drained" in run.output
+    assert not any(h.file(state).exists for state in STATES)
+    assert dropin(h)["cpuManagerPolicy"] == "none"
+    assert started_at(h) != before and h.service("kubelet").is_running
+    assert h.service("kubelet").is_enabled  # the role enables an installed unit
+
+    # Back to the pool's own: the chain again, then nothing to do.
+    for state in STATES:
+        h.run(f"echo '{{}}' > {state}")
+    assert converge_kubelet().rc == 0
+    assert dropin(h) == config and not any(h.file(state).exists for state in STATES)
+    again = converge_kubelet()
+    assert again.rc == 0 and again.changed() == {}
+
+
+# A kubectl on the delegate that records its arguments and exits with what /run/fake-kubectl-rc says.
+FAKE_KUBECTL = "#!/bin/sh\necho \"$*\" >> /run/fake-kubectl.log\nexit $(cat /run/fake-kubectl-rc 2>/dev/null || echo 0)\n"
+
+
+def test_the_node_is_drained_from_the_delegate_and_a_failed_drain_changes_nothing(stand_in_kubelet, host, expected):
+    h, delegate = stand_in_kubelet, host("sb-cpu-1")
+    config = expected["sb-mem-1"]["kubelet"]["config"]
+    change = {**config, "cpuManagerPolicy": "none", "topologyManagerPolicy": "none"}
+    delegate.run(f"printf '%s' '{FAKE_KUBECTL}' > /usr/local/bin/kubectl && chmod 755 /usr/local/bin/kubectl")
+    try:
+        # The drain fails: the chain stops before the node is touched, and the next run sees the change again.
+        delegate.run("echo 1 > /run/fake-kubectl-rc")
+        before = started_at(h)
+        run = converge_kubelet(change, kubelet_drain_delegate="sb-cpu-1")
+        assert run.rc != 0 and run.failed() == {"sb-mem-1": 1}
+        assert dropin(h) == config and all(h.file(state).exists for state in STATES)
+        assert started_at(h) == before and h.service("kubelet").is_running
+
+        # The drain works: cordon and drain, the reset, then uncordon, all from the delegate.
+        delegate.run("rm -f /run/fake-kubectl-rc /run/fake-kubectl.log")
+        run = converge_kubelet(change, kubelet_drain_delegate="sb-cpu-1")
+        assert run.rc == 0, run.tail()
+        calls = delegate.file("/run/fake-kubectl.log").content_string.splitlines()
+        assert calls == [
+            "--kubeconfig=/etc/kubernetes/admin.conf drain sb-mem-1 --ignore-daemonsets --delete-emptydir-data"
+            " --timeout=300s",
+            "--kubeconfig=/etc/kubernetes/admin.conf uncordon sb-mem-1",
+        ]
+        assert dropin(h)["cpuManagerPolicy"] == "none" and not any(h.file(state).exists for state in STATES)
+        assert h.service("kubelet").is_running
+        assert converge_kubelet().rc == 0 and dropin(h) == config  # back to the pool's own (not drained)
+    finally:
+        delegate.run("rm -f /usr/local/bin/kubectl /run/fake-kubectl.log /run/fake-kubectl-rc")
