@@ -14,12 +14,13 @@ cd "$(dirname "$0")"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/tools
-FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes kwok pulumi pulumi-kubernetes}
+FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes kubelet-config-check kwok pulumi pulumi-kubernetes}
 
 # What a family's build reads besides its go.mod and go.sum (in its cache key too).
 extra_inputs() {
   case "$1" in
     pulumi) echo pulumi-language-python/go.mod pulumi-language-python/go.sum pulumi-language-python/main.go ;;
+    kubelet-config-check) echo kubelet-config-check/main.go ;;
     kwok) echo kwok/stages.txt ;;
   esac
 }
@@ -86,6 +87,11 @@ build_kwok() {
     echo "---"
     cat "$dir/$stage"
   done <kwok/stages.txt >"$out/kwok-stages.yaml"
+}
+
+build_kubelet-config-check() {
+  echo "tools: kubelet-config-check: the kubelet's config validation from k8s.io/kubernetes $(version_of k8s.io/kubernetes)" >&2
+  (cd kubelet-config-check && go build -trimpath -o "$out/kubelet-config-check" .)
 }
 
 build_pulumi() {

@@ -18,7 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
-FAMILIES = ("etcd", "kubernetes", "kwok", "pulumi", "pulumi-kubernetes")
+FAMILIES = ("etcd", "kubernetes", "kubelet-config-check", "kwok", "pulumi", "pulumi-kubernetes")
 # The project's own Python language host: a module of its own, built by the pulumi family beside the CLI.
 HOST = "pulumi-language-python"
 HOST_FILES = ("go.mod", "go.sum", "main.go")
@@ -110,6 +110,17 @@ def test_every_kubernetes_staging_module_is_replaced_at_the_matching_v0_version(
     assert set(replaces) == set(k8s)
 
 
+def test_the_kubelet_config_check_is_built_from_the_control_plane_s_kubernetes():
+    # The same k8s.io/kubernetes and staging modules as the kubernetes family: the kubelet's validation
+    # of the shipped version, and the compiled packages both share come from Go's build cache.
+    requires, replaces, tools = go_mod("kubelet-config-check")
+    control_plane, control_plane_replaces, _ = go_mod("kubernetes")
+    assert tools == ["k8s-node-pools/tools/kubelet-config-check"]
+    assert requires["k8s.io/kubernetes"] == control_plane["k8s.io/kubernetes"]
+    assert replaces == control_plane_replaces
+    assert all(control_plane.get(module, version) == version for module, version in requires.items())
+
+
 def test_the_pulumi_cli_matches_the_python_sdk_or_is_the_documented_nearest():
     sdk = pinned("pulumi")
     requires, replaces, tools = go_mod("pulumi")
@@ -185,6 +196,8 @@ def test_the_cache_folder_is_keyed_by_each_family_s_go_mod_and_go_sum(tmp_path):
             inputs += [TOOLS / HOST / name for name in HOST_FILES]
         if family == "kwok":  # the stages built beside it
             inputs += [TOOLS / "kwok" / "stages.txt"]
+        if family == "kubelet-config-check":  # the project's own program: its source is in the key too
+            inputs += [TOOLS / family / "main.go"]
         digest = hashlib.sha256(b"".join(path.read_bytes() for path in inputs)).hexdigest()[:16]
         expected.append(str(tmp_path / "k8s-node-pools" / "tools" / f"{family}-{digest}" / "bin"))
     assert sorted(printed) == sorted(expected)

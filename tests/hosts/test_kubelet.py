@@ -1,0 +1,220 @@
+"""The kubelet role on the sandbox hosts: each host's KubeletConfiguration drop-in is exactly its pool's (as
+infra.hostvars derives it), valid for the kubelet's own code, started with the pool's labels; pkgs.k8s.io is
+written pinned but disabled (not reachable from the sandbox); a manager policy change goes through the handler
+chain, proven against a stand-in kubelet unit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT, run_playbook
+from kubelet_config_check import check  # tests/ is on sys.path (tests/conftest.py)
+
+DROPIN = "/etc/kubernetes/kubelet.conf.d/50-k8s-node-pools.conf"
+UNIT_DROPIN = "/etc/systemd/system/kubelet.service.d/20-k8s-node-pools.conf"
+SOURCES = "/etc/apt/sources.list.d/kubernetes.sources"
+PIN = "/etc/apt/preferences.d/k8s-node-pools-kubelet.pref"
+HOSTS = ["sb-cpu-1", "sb-gpu-1", "sb-mem-1", "sb-mig-1"]
+
+
+@pytest.fixture(scope="module")
+def expected() -> dict[str, Any]:
+    """Every sandbox host's derived settings, as the playbooks get them."""
+    out = subprocess.run([sys.executable, "-m", "infra", "hostvars", "inventories/sandbox"], cwd=ROOT, check=True,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    hosts: dict[str, Any] = json.loads(out)["hosts"]
+    return hosts
+
+
+def dropin(host: Any) -> dict[str, Any]:
+    config: dict[str, Any] = yaml.safe_load(host.file(DROPIN).content_string)
+    return config
+
+
+def unit_environment(host: Any) -> dict[str, str]:
+    env = {}
+    for line in host.file(UNIT_DROPIN).content_string.splitlines():
+        if line.startswith("Environment="):
+            key, _, value = line.removeprefix("Environment=").strip('"').partition("=")
+            env[key] = value
+    return env
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_the_dropin_is_the_pool_s_whole_configuration(converged, host, expected, name):
+    assert dropin(host(name)) == expected[name]["kubelet"]["config"]
+    assert host(name).file(DROPIN).mode == 0o644
+
+
+@pytest.mark.parametrize(("name", "policy", "reserved"), [
+    ("sb-mem-1", "static", "0"), ("sb-cpu-1", "none", None), ("sb-gpu-1", "none", None), ("sb-mig-1", "none", None),
+])
+def test_only_the_memory_pool_pins_cpus(converged, host, name, policy, reserved):
+    config = dropin(host(name))
+    assert config["cpuManagerPolicy"] == policy
+    assert config.get("reservedSystemCPUs") == reserved
+    assert config["topologyManagerPolicy"] == ("single-numa-node" if policy == "static" else "none")
+
+
+@pytest.mark.parametrize(("name", "taints"), [
+    ("sb-cpu-1", []),
+    ("sb-gpu-1", [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]),
+    ("sb-mig-1", [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]),
+    ("sb-mem-1", [{"key": "workload-profile", "value": "memory", "effect": "NoSchedule"}]),
+])
+def test_each_pool_registers_with_its_taints(converged, host, name, taints):
+    assert dropin(host(name))["registerWithTaints"] == taints
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_the_dropin_passes_the_kubelet_s_own_validation(converged, host, tmp_path, name):
+    local = tmp_path / "50-k8s-node-pools.conf"
+    local.write_text(host(name).file(DROPIN).content_string)
+    done = check(local)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(("name", "labels"), [
+    ("sb-cpu-1", {"workload-profile": "general", "k8s-node-pools.io/pool": "sb_cpu"}),
+    ("sb-gpu-1", {"workload-profile": "gpu-offline", "nvidia.com/mig.config": "all-disabled"}),
+    ("sb-mig-1", {"workload-profile": "gpu-inference", "nvidia.com/mig.config": "sb-a30-mixed"}),
+    ("sb-mem-1", {"workload-profile": "memory", "k8s-node-pools.io/pool-kind": "memory"}),
+])
+def test_the_unit_starts_the_kubelet_with_the_dropins_and_the_pool_s_labels(converged, host, expected, name, labels):
+    env = unit_environment(host(name))
+    assert env["KUBELET_CONFIG_DIR_ARGS"] == "--config-dir=/etc/kubernetes/kubelet.conf.d"
+    flag = env["KUBELET_NODE_LABELS_ARGS"]
+    assert flag.startswith("--node-labels=")
+    given = dict(pair.split("=", 1) for pair in flag.removeprefix("--node-labels=").split(","))
+    assert given == expected[name]["kubelet"]["node_labels"]
+    assert labels.items() <= given.items()
+    text = host(name).file(UNIT_DROPIN).content_string
+    assert "ExecStart=\n" in text and "$KUBELET_CONFIG_DIR_ARGS $KUBELET_NODE_LABELS_ARGS" in text
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_pkgs_k8s_io_is_pinned_but_disabled_where_it_cannot_be_reached(converged, host, name):
+    sources = host(name).file(SOURCES).content_string
+    assert "URIs: https://pkgs.k8s.io/core:/stable:/v1.34/deb/\n" in sources
+    assert "Suites: /\n" in sources and "Signed-By: /etc/apt/keyrings/kubernetes-apt-keyring.asc" in sources
+    assert "Enabled: no\n" in sources
+    pin = host(name).file(PIN).content_string
+    assert "Package: kubelet\nPin: version 1.34.2-*\nPin-Priority: 1001\n" in pin
+    assert "pkgs.k8s.io" not in host(name).check_output("apt-cache policy")  # apt never fetches it
+    assert not host(name).package("kubelet").is_installed
+    assert not host(name).file("/etc/apt/keyrings/kubernetes-apt-keyring.asc").exists
+
+
+FAKE_UNIT = """[Unit]
+Description=stand-in kubelet for the policy-change test
+[Service]
+ExecStart=/usr/bin/kubelet
+"""
+# Records its command line, then idles like a kubelet that cannot join.
+FAKE_KUBELET = "#!/bin/sh\necho \"$@\" > /run/fake-kubelet-args\nexec sleep infinity\n"
+STATES = ["/var/lib/kubelet/cpu_manager_state", "/var/lib/kubelet/memory_manager_state"]
+
+
+def started_at(h: Any) -> str:
+    return str(h.check_output("systemctl show -p ActiveEnterTimestampMonotonic --value kubelet.service"))
+
+
+def converge_kubelet(config: dict[str, Any] | None = None, **extra_vars: Any) -> Any:
+    extra = {**({"kubelet_config": config} if config else {}), **extra_vars}
+    run = run_playbook("site.yml", "--limit", "sb-mem-1", "--tags", "kubelet_configure,kubelet_run",
+                       *(["-e", json.dumps(extra)] if extra else []))
+    return run
+
+
+@pytest.fixture
+def stand_in_kubelet(converged, host):
+    """sb-mem-1 with a kubelet unit (a stand-in binary that records its command line and idles) and manager
+    state files, as a node whose kubelet already ran; removed afterwards, back to the converged host."""
+    h = host("sb-mem-1")
+    h.run("mkdir -p /var/lib/kubelet")
+    h.run(f"printf '%s' '{FAKE_KUBELET}' > /usr/bin/kubelet && chmod 755 /usr/bin/kubelet")
+    h.run(f"printf '%s' '{FAKE_UNIT}' > /etc/systemd/system/kubelet.service")
+    try:
+        assert h.run("systemctl daemon-reload && systemctl start kubelet.service").rc == 0
+        for state in STATES:
+            h.run(f"echo '{{}}' > {state}")
+        yield h
+    finally:
+        h.run("systemctl disable --now kubelet.service; rm -f /etc/systemd/system/kubelet.service /usr/bin/kubelet"
+              " /run/fake-kubelet-args; rm -rf /var/lib/kubelet; systemctl daemon-reload")
+
+
+def test_a_manager_policy_change_resets_the_state_and_restarts(stand_in_kubelet, expected):
+    h = stand_in_kubelet
+    config = expected["sb-mem-1"]["kubelet"]["config"]
+    # The unit drop-in's ExecStart reached the kubelet: the config folder and the labels on its command line.
+    args = h.file("/run/fake-kubelet-args").content_string
+    assert "--config-dir=/etc/kubernetes/kubelet.conf.d" in args and "workload-profile=memory" in args
+
+    # A change that is not a manager's: restarted, the state kept.
+    before = started_at(h)
+    run = converge_kubelet({**config, "maxPods": 100})
+    assert run.rc == 0, run.tail()
+    assert run.changed() == {"sb-mem-1": 2}  # the drop-in, the restart
+    assert started_at(h) != before and h.service("kubelet").is_running
+    assert all(h.file(state).exists for state in STATES)
+    assert dropin(h)["maxPods"] == 100
+
+    # The CPU Manager's policy: not drained (no delegate, said so), stopped, state removed, written, started.
+    before = started_at(h)
+    run = converge_kubelet({**config, "cpuManagerPolicy": "none", "topologyManagerPolicy": "none"})
+    assert run.rc == 0, run.tail()
+    assert "NOT cordoned or drained" in run.output
+    assert not any(h.file(state).exists for state in STATES)
+    assert dropin(h)["cpuManagerPolicy"] == "none"
+    assert started_at(h) != before and h.service("kubelet").is_running
+    assert h.service("kubelet").is_enabled  # the role enables an installed unit
+
+    # Back to the pool's own: the chain again, then nothing to do.
+    for state in STATES:
+        h.run(f"echo '{{}}' > {state}")
+    assert converge_kubelet().rc == 0
+    assert dropin(h) == config and not any(h.file(state).exists for state in STATES)
+    again = converge_kubelet()
+    assert again.rc == 0 and again.changed() == {}
+
+
+# A kubectl on the delegate that records its arguments and exits with what /run/fake-kubectl-rc says.
+FAKE_KUBECTL = "#!/bin/sh\necho \"$*\" >> /run/fake-kubectl.log\nexit $(cat /run/fake-kubectl-rc 2>/dev/null || echo 0)\n"
+
+
+def test_the_node_is_drained_from_the_delegate_and_a_failed_drain_changes_nothing(stand_in_kubelet, host, expected):
+    h, delegate = stand_in_kubelet, host("sb-cpu-1")
+    config = expected["sb-mem-1"]["kubelet"]["config"]
+    change = {**config, "cpuManagerPolicy": "none", "topologyManagerPolicy": "none"}
+    delegate.run(f"printf '%s' '{FAKE_KUBECTL}' > /usr/local/bin/kubectl && chmod 755 /usr/local/bin/kubectl")
+    try:
+        # The drain fails: the chain stops before the node is touched, and the next run sees the change again.
+        delegate.run("echo 1 > /run/fake-kubectl-rc")
+        before = started_at(h)
+        run = converge_kubelet(change, kubelet_drain_delegate="sb-cpu-1")
+        assert run.rc != 0 and run.failed() == {"sb-mem-1": 1}
+        assert dropin(h) == config and all(h.file(state).exists for state in STATES)
+        assert started_at(h) == before and h.service("kubelet").is_running
+
+        # The drain works: cordon and drain, the reset, then uncordon, all from the delegate.
+        delegate.run("rm -f /run/fake-kubectl-rc /run/fake-kubectl.log")
+        run = converge_kubelet(change, kubelet_drain_delegate="sb-cpu-1")
+        assert run.rc == 0, run.tail()
+        calls = delegate.file("/run/fake-kubectl.log").content_string.splitlines()
+        assert calls == [
+            "--kubeconfig=/etc/kubernetes/admin.conf drain sb-mem-1 --ignore-daemonsets --delete-emptydir-data"
+            " --timeout=300s",
+            "--kubeconfig=/etc/kubernetes/admin.conf uncordon sb-mem-1",
+        ]
+        assert dropin(h)["cpuManagerPolicy"] == "none" and not any(h.file(state).exists for state in STATES)
+        assert h.service("kubelet").is_running
+        assert converge_kubelet().rc == 0 and dropin(h) == config  # back to the pool's own (not drained)
+    finally:
+        delegate.run("rm -f /usr/local/bin/kubectl /run/fake-kubectl.log /run/fake-kubectl-rc")

@@ -1,0 +1,98 @@
+"""The local_disks role: on the emulated VM standing in for sb-mem-1, the memory pool's blank /dev/vdb is
+formatted with the pool's filesystem, mounted at its mount path and in fstab by UUID, and a second run changes
+nothing; a disk holding a foreign filesystem or partition table is refused by name and left untouched (and
+formatted only when forced). Container hosts have no disks of their own: the role prepares none there."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from conftest import ROOT, VM_STANDS_IN_FOR, run_vm_playbook
+
+DEVICE, MOUNT, FS_TYPE, LABEL = "/dev/vdb", "/mnt/disks/vdb", "xfs", "k8s-local"
+TAGS = ("--tags", "local_disks_install,local_disks_configure")
+
+
+def probe(h: Any) -> dict[str, str]:
+    out = h.run(f"blkid --probe --output export {DEVICE}").stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def test_the_pool_declares_the_vm_s_disk():
+    out = subprocess.run([sys.executable, "-m", "infra", "hostvars", "inventories/sandbox"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    disks = json.loads(out)["hosts"][VM_STANDS_IN_FOR]["local_disks"]
+    assert disks == [{"device": DEVICE, "size_gib": 4, "mount": MOUNT, "fs_type": FS_TYPE}]
+
+
+def test_the_disk_is_formatted_with_the_pool_s_filesystem(vm_converged, vm):
+    found = probe(vm)
+    assert found["TYPE"] == FS_TYPE and found["LABEL"] == LABEL and "PTTYPE" not in found
+
+
+def test_the_disk_is_mounted_at_its_mount_path(vm_converged, vm):
+    source, fstype, target = vm.check_output(f"findmnt -n -o SOURCE,FSTYPE,TARGET --mountpoint {MOUNT}").split()
+    assert (source, fstype, target) == (DEVICE, FS_TYPE, MOUNT)
+    assert vm.mount_point(MOUNT).exists
+
+
+def test_the_mount_is_in_fstab_by_uuid(vm_converged, vm):
+    uuid = probe(vm)["UUID"]
+    entries = [line.split() for line in vm.file("/etc/fstab").content_string.splitlines()
+               if line.strip() and not line.startswith("#")]
+    assert [f"UUID={uuid}", MOUNT, FS_TYPE, "defaults,nofail", "0", "0"] in entries
+    assert not any(entry[0] == DEVICE for entry in entries)  # never by a name that can change between boots
+
+
+def test_a_second_run_changes_nothing(vm_converged, vm):
+    uuid = probe(vm)["UUID"]
+    run = run_vm_playbook("site.yml", *TAGS)
+    assert run.rc == 0, run.tail()
+    assert run.changed() == {}, run.tail()
+    assert probe(vm)["UUID"] == uuid
+
+
+# An MBR with one Linux partition (sectors 2048-6143): what blkid reports as PTTYPE=dos.
+MBR = (f"import struct; d = open({DEVICE!r}, 'r+b'); d.seek(446); "
+       "d.write(struct.pack('<B3sB3sII', 0, bytes(3), 0x83, bytes(3), 2048, 4096)); "
+       "d.seek(510); d.write(bytes([0x55, 0xAA])); d.close()")
+# What another owner may have left on a disk: a filesystem, or a partition table.
+FOREIGN = {
+    "ext4 filesystem": (f"mkfs.ext4 -q -F -L data {DEVICE}", "TYPE=ext4"),
+    "dos partition table": (f"python3 -c {shlex.quote(MBR)}", "PTTYPE=dos"),
+}
+
+
+@pytest.mark.parametrize("what", list(FOREIGN))
+def test_a_disk_holding_something_else_is_refused_and_left_untouched(vm_converged, vm, what):
+    make, shown = FOREIGN[what]
+    assert vm.run(f"umount {MOUNT} && wipefs --all --quiet {DEVICE}").rc == 0
+    assert vm.run(make).rc == 0
+    before = probe(vm)
+    assert shown.split("=")[1] in before.values()
+
+    run = run_vm_playbook("site.yml", *TAGS)
+    assert run.rc != 0
+    assert f"{DEVICE} on {VM_STANDS_IN_FOR} already holds" in run.output and shown in run.output
+    assert "no disk was changed" in run.output
+    assert probe(vm) == before  # the same signature, the same UUID: not touched
+    assert not vm.mount_point(MOUNT).exists
+
+    # Told to, the role wipes it and makes the pool's filesystem: the host is back to its converged state.
+    forced = run_vm_playbook("site.yml", *TAGS, "-e", '{"local_disks_force": true}')
+    assert forced.rc == 0, forced.tail()
+    after = probe(vm)
+    assert after["TYPE"] == FS_TYPE and after["LABEL"] == LABEL and "PTTYPE" not in after
+    assert vm.mount_point(MOUNT).exists
+
+
+@pytest.mark.parametrize("name", ["sb-cpu-1", "sb-gpu-1", "sb-mem-1", "sb-mig-1"])
+def test_container_hosts_prepare_no_disks(converged, host, name):
+    assert f"local_disks: no disks to prepare on {name}" in converged.output
+    assert not host(name).file(MOUNT).exists
+    assert MOUNT not in host(name).file("/etc/fstab").content_string
