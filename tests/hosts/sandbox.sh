@@ -25,8 +25,13 @@ VM_ACCEL=${SANDBOX_VM_ACCEL:-tcg,thread=multi}
 VM_CPU=${SANDBOX_VM_CPU:-max}
 # What every host needs for Ansible, testinfra and systemd (tests in ../shared/notes/test-hosts.md).
 HOST_PACKAGES=python3,python3-apt,systemd,systemd-sysv,dbus,openssh-server,iproute2,procps,kmod,pciutils,sudo,ca-certificates
-# The VM also boots a kernel of its own, from its own rootfs.
-VM_PACKAGES=$HOST_PACKAGES,linux-image-amd64,initramfs-tools,e2fsprogs
+# The VM also boots a kernel of its own, from its own rootfs. What the roles install there is baked in
+# (chrony for base, xfsprogs for local_disks): a package install under TCG emulation is slow, and the
+# container hosts already prove the install path.
+VM_PACKAGES=$HOST_PACKAGES,linux-image-amd64,initramfs-tools,e2fsprogs,chrony,xfsprogs
+VM_DEFAULT_NAME=sb-vm-1
+# A blank second disk, /dev/vdb in the guest: the memory pool's local_disks names it.
+VM_DATA_DISK_SIZE=${SANDBOX_VM_DATA_DISK_SIZE:-4G}
 
 export CONTAINERS_CONF=$PODMAN_DIR/containers.conf
 export CONTAINERS_STORAGE_CONF=$PODMAN_DIR/storage.conf
@@ -50,13 +55,17 @@ Commands:
                  Idempotent: running hosts of the current image are kept; hosts no longer wanted are removed.
   down           remove every sandbox host (and the overlay inventory)
   status         list the sandbox hosts and the VM
-  vm-up          boot the emulated VM (qemu TCG, the rootfs's own kernel, a qcow2 overlay) and wait for ssh;
-                 connection variables in .state/vm/inventory.yml (host sb-vm-1)
-  vm-down        stop the VM and drop its overlay (the base image stays cached)
-  ssh NAME [CMD] ssh to a host or to sb-vm-1 with the sandbox key
+  vm-up [--as NAME]
+                 boot the emulated VM (qemu TCG, the rootfs's own kernel, a qcow2 overlay, a blank
+                 $VM_DATA_DISK_SIZE second disk /dev/vdb, the NIC named eth0) and wait for ssh; connection variables in
+                 .state/vm/inventory.yml under host NAME (default $VM_DEFAULT_NAME; --as sb-mem-1 makes the VM stand in
+                 for that inventory host: -i inventories/sandbox -i .state/vm/inventory.yml --limit sb-mem-1)
+  vm-down        stop the VM and drop its overlay and data disk (the base image stays cached)
+  ssh NAME [CMD] ssh to a host or to $VM_DEFAULT_NAME with the sandbox key
+  vm-ssh [CMD]   ssh to the VM, whatever name it stands in for
 
 Environment: SANDBOX_SUITE (bookworm), SANDBOX_MIRROR, SANDBOX_VM_MEMORY (MiB, $VM_MEMORY),
-SANDBOX_VM_BOOT_TIMEOUT (s, $VM_BOOT_TIMEOUT), SANDBOX_VM_ACCEL ($VM_ACCEL), SANDBOX_VM_CPU ($VM_CPU), SANDBOX_STATE (.state),
+SANDBOX_VM_BOOT_TIMEOUT (s, $VM_BOOT_TIMEOUT), SANDBOX_VM_DATA_DISK_SIZE ($VM_DATA_DISK_SIZE), SANDBOX_VM_ACCEL ($VM_ACCEL), SANDBOX_VM_CPU ($VM_CPU), SANDBOX_STATE (.state),
 SANDBOX_IMAGE_CACHE (~/.cache/k8s-node-pools/sandbox: the host rootfs tar, shared by checkouts).
 EOF
 }
@@ -312,13 +321,14 @@ cmd_status() {
   setup_podman
   echo "image: $(image_tag) $(pm image exists "$(image_tag)" && echo built || echo 'not built')"
   pm ps -a --filter "label=$LABEL" --format 'table {{.Names}}\t{{.Status}}\t{{.Ports}}\t{{.Image}}'
-  if vm_running; then echo "vm: sb-vm-1 running, pid $(cat "$VM_DIR/qemu.pid"), ssh 127.0.0.1:$(cat "$VM_DIR/port")"
+  if vm_running; then echo "vm: $(vm_name) running, pid $(cat "$VM_DIR/qemu.pid"), ssh 127.0.0.1:$(cat "$VM_DIR/port")"
   else echo "vm: not running"; fi
 }
 
 # ---- emulated VM tier ------------------------------------------------------------------------------
 
 vm_running() { [[ -f $VM_DIR/qemu.pid ]] && kill -0 "$(cat "$VM_DIR/qemu.pid")" 2>/dev/null; }
+vm_name() { cat "$VM_DIR/name" 2>/dev/null || echo "$VM_DEFAULT_NAME"; }
 
 vm_image() {
   need mmdebstrap qemu-img mkfs.ext4
@@ -339,7 +349,7 @@ vm_image() {
   step "make its ext4 image (the base every boot overlays)"
   cp "$HOSTS_DIR/id_ed25519.pub" "$base.root/root/.ssh/authorized_keys"
   printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$base.root/etc/fstab"
-  printf 'sb-vm-1\n' >"$base.root/etc/hostname"
+  printf '%s\n' "$VM_DEFAULT_NAME" >"$base.root/etc/hostname"
   printf '[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n' >"$base.root/etc/systemd/network/10-dhcp.network"
   ln -sf /lib/systemd/system/systemd-networkd.service \
     "$base.root/etc/systemd/system/multi-user.target.wants/systemd-networkd.service"
@@ -359,20 +369,32 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 cmd_vm_up() {
   need qemu-system-x86_64 ssh
+  local name=$VM_DEFAULT_NAME
+  if [[ $# -ge 1 ]]; then
+    [[ $1 == --as && $# -eq 2 && $2 =~ ^[A-Za-z0-9][A-Za-z0-9.-]*$ ]] || die "vm-up takes --as NAME (a host name)"
+    name=$2
+  fi
   if vm_running; then
-    echo "==> VM sb-vm-1 already running (ssh 127.0.0.1:$(cat "$VM_DIR/port"))"
+    [[ $(vm_name) == "$name" ]] || die "the VM already runs as $(vm_name); vm-down first to start it as $name"
+    echo "==> VM $name already running (ssh 127.0.0.1:$(cat "$VM_DIR/port"))"
     return
   fi
   vm_image
   local port
   port=$(free_port)
-  step "boot the VM (${VM_ACCEL%%,*}, ${VM_MEMORY} MiB, ssh on 127.0.0.1:$port)"
+  step "boot the VM as $name (${VM_ACCEL%%,*}, ${VM_MEMORY} MiB, ssh on 127.0.0.1:$port)"
   qemu-img create -q -f qcow2 -F raw -b "$VM_BASE.raw" "$VM_DIR/overlay.qcow2"
+  qemu-img create -q -f qcow2 "$VM_DIR/vdb.qcow2" "$VM_DATA_DISK_SIZE"
   echo "$port" >"$VM_DIR/port"
-  qemu-system-x86_64 -name sb-vm-1 -machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU" -smp 2 -m "$VM_MEMORY" \
+  echo "$name" >"$VM_DIR/name"
+  # net.ifnames=0: the NIC is eth0, as the pools' irq_affinity names it; systemd.hostname: the name the
+  # VM stands in for. The drives' order makes the root disk vda and the blank data disk vdb. A reboot
+  # inside the guest boots the same kernel and command line again (qemu keeps -kernel and -append).
+  qemu-system-x86_64 -name "$name" -machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU" -smp 2 -m "$VM_MEMORY" \
     -kernel "$VM_BASE.vmlinuz" -initrd "$VM_BASE.initrd" \
-    -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0" \
+    -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0 net.ifnames=0 systemd.hostname=$name" \
     -drive "file=$VM_DIR/overlay.qcow2,if=virtio,format=qcow2" \
+    -drive "file=$VM_DIR/vdb.qcow2,if=virtio,format=qcow2" \
     -netdev "user,id=n0,ipv6=off,hostfwd=tcp:127.0.0.1:$port-:22" -device virtio-net-pci,netdev=n0 \
     -display none -serial "file:$VM_DIR/console.log" -monitor none \
     -pidfile "$VM_DIR/qemu.pid" -daemonize
@@ -386,7 +408,7 @@ cmd_vm_up() {
     echo "# Written by tests/hosts/sandbox.sh vm-up."
     echo "all:"
     echo "  hosts:"
-    echo "    sb-vm-1: {ansible_host: 127.0.0.1, ansible_port: $port, ansible_user: root,"
+    echo "    $name: {ansible_host: 127.0.0.1, ansible_port: $port, ansible_user: root,"
     echo "              ansible_python_interpreter: /usr/bin/python3, ansible_ssh_private_key_file: $HOSTS_DIR/id_ed25519,"
     echo "              ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null}"
   } >"$VM_DIR/inventory.yml"
@@ -402,7 +424,8 @@ cmd_vm_down() {
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
   fi
-  rm -f "$VM_DIR/qemu.pid" "$VM_DIR/overlay.qcow2" "$VM_DIR/port" "$VM_DIR/inventory.yml"
+  rm -f "$VM_DIR/qemu.pid" "$VM_DIR/overlay.qcow2" "$VM_DIR/vdb.qcow2" "$VM_DIR/port" "$VM_DIR/name" \
+    "$VM_DIR/inventory.yml"
   done_step
 }
 
@@ -410,7 +433,7 @@ cmd_ssh() {
   [[ $# -ge 1 ]] || die "ssh NAME [CMD]"
   local name=$1 port
   shift
-  if [[ $name == sb-vm-1 ]]; then port=$(cat "$VM_DIR/port"); else setup_podman; port=$(host_port "$name"); fi
+  if [[ $name == "$VM_DEFAULT_NAME" ]]; then port=$(cat "$VM_DIR/port"); else setup_podman; port=$(host_port "$name"); fi
   exec ssh "${SSH_OPTS[@]}" -i "$HOSTS_DIR/id_ed25519" -p "$port" root@127.0.0.1 "$@"
 }
 
@@ -432,7 +455,8 @@ main() {
     up) cmd_up "$@" ;;
     down) cmd_down ;;
     status) cmd_status ;;
-    vm-up) cmd_vm_up ;;
+    vm-up) cmd_vm_up "$@" ;;
+    vm-ssh) cmd_ssh "$VM_DEFAULT_NAME" "$@" ;;
     vm-down) cmd_vm_down ;;
     ssh) cmd_ssh "$@" ;;
     *) usage >&2; exit 2 ;;
