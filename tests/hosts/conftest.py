@@ -167,3 +167,9 @@ def vm(vm_host: dict[str, Any]) -> Any:
 def playbook(sandbox_hosts: dict[str, Any]) -> Callable[..., PlaybookRun]:
     """run_playbook for a test module (test modules cannot import this conftest by name)."""
     return run_playbook
+
+
+@pytest.fixture(scope="session")
+def vm_playbook(vm_host: dict[str, Any]) -> Callable[..., PlaybookRun]:
+    """run_vm_playbook for a test module."""
+    return run_vm_playbook
