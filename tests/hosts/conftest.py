@@ -78,3 +78,63 @@ def host(sandbox_hosts: dict[str, Any]) -> Callable[[str], Any]:
         return cache[name]
 
     return get
+
+
+# ---- the emulated VM tier: live kernel state ----------------------------------------------------------
+
+VM_OVERLAY = STATE / "vm" / "inventory.yml"
+# The inventory host the VM stands in for: the memory pool's, which asks for the most kernel state
+# (hugepages, IRQ affinity, a local disk) besides what every pool gets (modules, sysctls, conntrack).
+VM_STANDS_IN_FOR = "sb-mem-1"
+
+
+@pytest.fixture(scope="session")
+def vm_host() -> Iterator[dict[str, Any]]:
+    """The emulated VM, booted as VM_STANDS_IN_FOR: its connection variables. Removed at the session's end
+    unless SANDBOX_KEEP=1; a VM already running under that name is reused."""
+    missing = [tool for tool in ("qemu-system-x86_64", "mmdebstrap") if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not installed: run `sudo tests/hosts/sandbox.sh install` once")
+    up = sandbox("vm-up", "--as", VM_STANDS_IN_FOR)
+    if up.returncode != 0:
+        pytest.fail(f"tests/hosts/sandbox.sh vm-up failed:\n{up.stdout}\n{up.stderr}")
+    hosts: dict[str, Any] = yaml.safe_load(VM_OVERLAY.read_text())["all"]["hosts"]
+    yield hosts[VM_STANDS_IN_FOR]
+    if os.environ.get("SANDBOX_KEEP") != "1":
+        sandbox("vm-down")
+
+
+def run_vm_playbook(playbook: str, *args: str) -> PlaybookRun:
+    """ansible-playbook on the VM only: the sandbox inventory with the VM's connection overlay, limited to
+    the host it stands in for (so the container of the same name is never touched)."""
+    return run_playbook(playbook, "--limit", VM_STANDS_IN_FOR, *args, inventories=(INVENTORY, VM_OVERLAY))
+
+
+@pytest.fixture(scope="session")
+def vm_converged(vm_host: dict[str, Any]) -> PlaybookRun:
+    """site.yml run once on the VM."""
+    run = run_vm_playbook("site.yml")
+    if run.rc != 0:
+        pytest.fail(f"site.yml failed on the VM (rc {run.rc}):\n{run.tail()}")
+    return run
+
+
+@pytest.fixture(scope="session")
+def vm(vm_host: dict[str, Any]) -> Any:
+    """A testinfra host (ssh backend) for the VM."""
+    return testinfra.get_host(
+        f"ssh://{vm_host['ansible_user']}@{vm_host['ansible_host']}:{vm_host['ansible_port']}",
+        ssh_identity_file=vm_host["ansible_ssh_private_key_file"],
+        ssh_extra_args=vm_host["ansible_ssh_common_args"])
+
+
+@pytest.fixture(scope="session")
+def playbook(sandbox_hosts: dict[str, Any]) -> Callable[..., PlaybookRun]:
+    """run_playbook for a test module (test modules cannot import this conftest by name)."""
+    return run_playbook
+
+
+@pytest.fixture(scope="session")
+def vm_playbook(vm_host: dict[str, Any]) -> Callable[..., PlaybookRun]:
+    """run_vm_playbook for a test module."""
+    return run_vm_playbook
