@@ -83,7 +83,7 @@ case "$command" in
     exec tools/cluster.sh "$@"
     ;;
   *)
-    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     [ "$command" = "-h" ] || [ "$command" = "--help" ] || exit 2
     ;;
 esac

@@ -39,12 +39,20 @@ def fakes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
 
 
 def test_a_converging_bootstrap_is_verified_by_a_second_run_that_changes_nothing(fakes: dict[str, list]) -> None:
-    fakes["runs"] += [playbook_run(changed=2), playbook_run(changed=0)]
+    fakes["runs"] += [playbook_run(changed=2), playbook_run(changed=0), playbook_run(changed=0)]
     stages = hoststages.HostStages(SANDBOX)
     assert stages.up().ok
     assert stages.bootstrap() == hoststages.StageResult(True, "site.yml on 1 hosts: 2 changes in 1.5 s")
     assert stages.verify().ok
-    assert fakes["playbooks"] == ["site.yml", "site.yml"]
+    assert fakes["playbooks"] == ["site.yml", "site.yml", "verify.yml"]
+
+
+def test_a_failing_verify_playbook_fails_verify(fakes: dict[str, list]) -> None:
+    fakes["runs"] += [playbook_run(changed=0), playbook_run(changed=0, rc=2)]
+    stages = hoststages.HostStages(SANDBOX)
+    stages.bootstrap()
+    result = stages.verify()
+    assert not result.ok and "verify.yml failed (rc 2)" in result.summary
 
 
 def test_a_second_run_that_changes_fails_verify_and_names_the_host(fakes: dict[str, list]) -> None:
@@ -57,11 +65,11 @@ def test_a_second_run_that_changes_fails_verify_and_names_the_host(fakes: dict[s
 
 
 def test_a_bootstrap_that_changed_nothing_is_not_run_again(fakes: dict[str, list]) -> None:
-    fakes["runs"] += [playbook_run(changed=0)]
+    fakes["runs"] += [playbook_run(changed=0), playbook_run(changed=0)]
     stages = hoststages.HostStages(SANDBOX)
     stages.bootstrap()
     assert stages.verify().ok
-    assert fakes["playbooks"] == ["site.yml"]
+    assert fakes["playbooks"] == ["site.yml", "verify.yml"]
 
 
 def test_the_hosts_are_removed_after_a_failed_stage_unless_kept(fakes: dict[str, list], capsys) -> None:
@@ -74,7 +82,7 @@ def test_the_hosts_are_removed_after_a_failed_stage_unless_kept(fakes: dict[str,
 
 
 def test_kept_hosts_are_not_removed(fakes: dict[str, list], capsys) -> None:
-    fakes["runs"] += [playbook_run(changed=0)]
+    fakes["runs"] += [playbook_run(changed=0), playbook_run(changed=0)]  # site.yml, verify.yml
     assert cli.main(["run", "inventories/sandbox", "--hosts", "--keep-hosts"]) == cli.EXIT_OK
     assert ("down",) not in fakes["sandbox"]
     assert "hosts kept (--keep-hosts)" in capsys.readouterr().out
