@@ -54,13 +54,25 @@ def sandbox_hosts() -> Iterator[dict[str, Any]]:
         sandbox("down")
 
 
+def converging(run: PlaybookRun, where: str) -> PlaybookRun:
+    """The run, or the session's failure with its output's tail when site.yml did not converge."""
+    if run.rc != 0:
+        pytest.fail(f"site.yml failed on {where} (rc {run.rc}):\n{run.tail()}")
+    return run
+
+
+def testinfra_host(connection: dict[str, Any]) -> Any:
+    """A testinfra host (ssh backend) from a host's connection variables in an overlay inventory."""
+    return testinfra.get_host(
+        f"ssh://{connection['ansible_user']}@{connection['ansible_host']}:{connection['ansible_port']}",
+        ssh_identity_file=connection["ansible_ssh_private_key_file"],
+        ssh_extra_args=connection["ansible_ssh_common_args"])
+
+
 @pytest.fixture(scope="session")
 def converged(sandbox_hosts: dict[str, Any]) -> PlaybookRun:
     """site.yml run once on the sandbox hosts; the suite's assertions read the state it left."""
-    run = run_playbook("site.yml")
-    if run.rc != 0:
-        pytest.fail(f"site.yml failed on the sandbox hosts (rc {run.rc}):\n{run.tail()}")
-    return run
+    return converging(run_playbook("site.yml"), "the sandbox hosts")
 
 
 @pytest.fixture(scope="session")
@@ -70,11 +82,7 @@ def host(sandbox_hosts: dict[str, Any]) -> Callable[[str], Any]:
 
     def get(name: str) -> Any:
         if name not in cache:
-            vars_ = sandbox_hosts[name]
-            cache[name] = testinfra.get_host(
-                f"ssh://{vars_['ansible_user']}@{vars_['ansible_host']}:{vars_['ansible_port']}",
-                ssh_identity_file=vars_["ansible_ssh_private_key_file"],
-                ssh_extra_args=vars_["ansible_ssh_common_args"])
+            cache[name] = testinfra_host(sandbox_hosts[name])
         return cache[name]
 
     return get
@@ -113,19 +121,13 @@ def run_vm_playbook(playbook: str, *args: str) -> PlaybookRun:
 @pytest.fixture(scope="session")
 def vm_converged(vm_host: dict[str, Any]) -> PlaybookRun:
     """site.yml run once on the VM."""
-    run = run_vm_playbook("site.yml")
-    if run.rc != 0:
-        pytest.fail(f"site.yml failed on the VM (rc {run.rc}):\n{run.tail()}")
-    return run
+    return converging(run_vm_playbook("site.yml"), "the VM")
 
 
 @pytest.fixture(scope="session")
 def vm(vm_host: dict[str, Any]) -> Any:
     """A testinfra host (ssh backend) for the VM."""
-    return testinfra.get_host(
-        f"ssh://{vm_host['ansible_user']}@{vm_host['ansible_host']}:{vm_host['ansible_port']}",
-        ssh_identity_file=vm_host["ansible_ssh_private_key_file"],
-        ssh_extra_args=vm_host["ansible_ssh_common_args"])
+    return testinfra_host(vm_host)
 
 
 @pytest.fixture(scope="session")
