@@ -253,10 +253,14 @@ def foreign_pool_refused(kube: Kube, view: Resolved) -> ProbeResult:
     pool = view.env.pools[sorted(p for p in view.env.pools if p not in tenant.pools)[0]]
     message = _refusal(kube, probe_pod("probe-foreign-pool", tenant_name, node_selector_pool=pool.name,
                                        tolerations=tolerations_of(pool)))
-    expected = f"tenant {tenant_name} may not use pool {pool.name}"
+    return _refused_with(name, f"a {tenant_name} pod aimed at {pool.name}", message,
+                         f"tenant {tenant_name} may not use pool {pool.name}")
+
+
+def _refused_with(name: str, pod: str, message: str | None, expected: str) -> ProbeResult:
+    """The probe's result for a pod the API server must refuse with a message containing EXPECTED."""
     if message is None or expected not in message:
-        return ProbeResult(name, False, f"a {tenant_name} pod aimed at {pool.name}: "
-                                        f"{'admitted' if message is None else 'refused: ' + message}; "
+        return ProbeResult(name, False, f"{pod}: {'admitted' if message is None else 'refused: ' + message}; "
                                         f"expected refusal '{expected}'")
     return ProbeResult(name, True, f"refused: {message}")
 
@@ -304,12 +308,8 @@ def over_quota_refused(kube: Kube, view: Resolved) -> ProbeResult:
     message = _refusal(kube, probe_pod("probe-over-quota", tenant_name, node_selector_pool=pool.name,
                                        tolerations=tolerations_of(pool),
                                        resources={"requests": {"cpu": cpu}, "limits": {"cpu": cpu}}))
-    expected = f"exceeded quota: {tenant_name}, requested: requests.cpu={cpu}"
-    if message is None or expected not in message:
-        return ProbeResult(name, False, f"a {tenant_name} pod requesting cpu {cpu}: "
-                                        f"{'admitted' if message is None else 'refused: ' + message}; "
-                                        f"expected refusal '{expected}'")
-    return ProbeResult(name, True, f"refused: {message}")
+    return _refused_with(name, f"a {tenant_name} pod requesting cpu {cpu}", message,
+                         f"exceeded quota: {tenant_name}, requested: requests.cpu={cpu}")
 
 
 def preemption(kube: Kube, view: Resolved, high_priority: bool = True) -> ProbeResult:

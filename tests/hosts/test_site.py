@@ -113,9 +113,6 @@ def test_check_mode_on_converged_hosts_finds_nothing_to_change(converged: Playbo
 
 def test_a_sysctl_edited_by_hand_is_reported_and_repaired(converged: PlaybookRun, sandbox_hosts: dict[str, Any],
                                                           host: Callable[[str], Any]) -> None:
-    if not BASE_DEFAULTS.is_file():
-        pytest.skip("the base role, which writes the sysctl drop-in, is not on this branch yet "
-                    "(the drift checks themselves are proven on the probe playbook)")
     drop_in = yaml.safe_load(BASE_DEFAULTS.read_text())["base_sysctl_file"]
     name = "sb-mem-1"  # a pool with sysctls of its own (vm.max_map_count) on top of the base ones
     assert host(name).file(drop_in).is_file, f"{drop_in} is missing on {name}"
