@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TextIO
 
 from infra.checks import RULES, Finding, Rule, has_errors, run_checks
-from infra.fit import fit
-from infra.fit import render as render_fit
-from infra.hoststages import HostStages, StageResult
-from infra.hostvars import environment_host_vars
-from infra.plan import build_plan, render_table
+from infra.hosts.hostvars import environment_host_vars
+from infra.hosts.stages import HostStages, StageResult
+from infra.planning.fit import fit
+from infra.planning.fit import render as render_fit
+from infra.planning.plan import build_plan, render_table
 from infra.render import RenderError, render, write
 from infra.spec import Environment, SpecError, load_environment
 
@@ -130,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --hosts: keep the hosts running afterwards, so a re-run is warm")
     run.add_argument("--real-cluster", action="store_true",
                      help="then apply the inventory's stack with the real Pulumi CLI to a local control plane, "
-                          "run the probes and tear down (needs ./dev.sh tools; infra/realcluster.py)")
+                          "run the probes and tear down (needs ./dev.sh tools; infra/live/realcluster.py)")
     run.add_argument("--all", action="store_true",
                      help="the whole pipeline: --hosts and --real-cluster (what ./dev.sh run does on the sandbox)")
     run.set_defaults(run=_run, json=False)
@@ -266,7 +266,7 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _propose(args: argparse.Namespace) -> int:
-    from infra import propose  # imports the solver (HiGHS, numpy): only this command needs them
+    from infra.planning import propose  # imports the solver (HiGHS, numpy): only this command needs them
 
     env = _checked(args, "proposing", propose.FIXABLE)
     if isinstance(env, int):
@@ -336,7 +336,7 @@ def _run(args: argparse.Namespace) -> int:
         stages += [(name, _said(stage)) for name, stage in hosts.stages()]
         finally_.append(("clean up hosts", _said(hosts.cleanup)))
     if args.real_cluster or args.all:
-        from infra.realcluster import main_job_stages  # imports the cluster layer: only when asked
+        from infra.live.realcluster import main_job_stages  # imports the cluster layer: only when asked
 
         real, cleanup = main_job_stages(args.inventory)
         stages += real

@@ -21,7 +21,7 @@ import yaml
 from infra.cluster.concerns import build_concerns
 from infra.cluster.objects import Concern, key
 from infra.cluster.validate import Problem, validate
-from infra.resolve import resolve
+from infra.model.resolve import resolve
 from infra.spec import Environment
 
 MARKER = ".k8s-node-pools-render"  # a folder holding it was written by render and may be replaced whole

@@ -17,8 +17,8 @@ import pulumi_kubernetes as k8s
 from infra.checks import has_errors, run_checks
 from infra.cluster.components import ConcernArgs, ConcernComponent
 from infra.cluster.concerns import AFTER, build_concerns
-from infra.plan import build_plan
-from infra.resolve import resolve
+from infra.model.resolve import resolve
+from infra.planning.plan import build_plan
 from infra.spec import Environment, SpecError, load_environment
 
 INVENTORY_KEY = "inventory"

@@ -4,7 +4,7 @@
 
 One Node per pool host: the labels a kubelet may set on itself and the pool's taints
 (`infra.cluster.nodes.kubelet_registration`, what the host layer gives the kubelet at join); capacity and
-allocatable as infra.capacity computes them for the host (CPU, memory, pods, hugepages, the GPU or MIG
+allocatable as infra.model.capacity computes them for the host (CPU, memory, pods, hugepages, the GPU or MIG
 extended resources the device plugin advertises); status Ready. Every kubelet also reports its root
 filesystem as ephemeral-storage, which the spec does not model: each Node gets ROOT_DISK_GIB, allocatable
 less the kubelet's nodefs.available hard-eviction threshold (the LimitRanges give every tenant container an
@@ -29,12 +29,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from infra.capacity import host_capacity  # noqa: E402
 from infra.cluster.nodes import kubelet_registration  # noqa: E402
-from infra.kubelet import eviction_hard  # noqa: E402
-from infra.resolve import resolve  # noqa: E402
+from infra.knowledge.units import GIB  # noqa: E402
+from infra.model.capacity import host_capacity  # noqa: E402
+from infra.model.kubelet import eviction_hard  # noqa: E402
+from infra.model.resolve import resolve  # noqa: E402
 from infra.spec import load_environment  # noqa: E402
-from infra.units import GIB  # noqa: E402
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 ROOT_DISK_GIB = 100
@@ -45,7 +45,7 @@ def _ephemeral_allocatable(capacity: Decimal, threshold: str) -> Decimal:
     """Allocatable ephemeral-storage: capacity less the nodefs.available threshold ("10%" or a quantity)."""
     if threshold.endswith("%"):
         return capacity * (1 - Decimal(threshold[:-1]) / 100)
-    from infra.units import parse_quantity
+    from infra.knowledge.units import parse_quantity
 
     return capacity - parse_quantity(threshold)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from infra.checks import cluster, gpu, network, pools, references, storage, tenants, workloads
 from infra.checks.base import RULES, Finding, Report, Rule
-from infra.resolve import resolve
+from infra.model.resolve import resolve
 from infra.spec import Environment
 
 CHECKS = (references.check, pools.check, gpu.check, network.check, tenants.check, storage.check, workloads.check,

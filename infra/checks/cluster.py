@@ -10,7 +10,7 @@ without kube-proxy. Building here, once every other rule passed, makes `check` r
 from __future__ import annotations
 
 from infra.checks.base import Report, rule
-from infra.resolve import Resolved
+from infra.model.resolve import Resolved
 
 CLUSTER_BUILD = rule(
     "CLUSTER-BUILD", "error",

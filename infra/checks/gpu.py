@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from infra.capacity import describe_hosts
 from infra.checks.base import Report, gpu_fact, machine_fact, rule
-from infra.drivers import driver_verdict
 from infra.knowledge import gpu_models, platform
-from infra.mig import placement
-from infra.resolve import Resolved
+from infra.model.capacity import describe_hosts
+from infra.model.drivers import driver_verdict
+from infra.model.mig import placement
+from infra.model.resolve import Resolved
 from infra.spec import Host, Pool
 from infra.spec.models import Machine
 

@@ -7,8 +7,8 @@ import itertools
 
 from infra.checks.base import Report, rule
 from infra.knowledge import platform
-from infra.network import node_blocks, service_capacity, usable_addresses
-from infra.resolve import Resolved
+from infra.model.network import node_blocks, service_capacity, usable_addresses
+from infra.model.resolve import Resolved
 
 NET_OVERLAP = rule(
     "NET-OVERLAP", "error",

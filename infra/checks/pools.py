@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from infra.capacity import describe_hosts, host_capacity
 from infra.checks.base import Report, machine_fact, rule
-from infra.conntrack import BUCKETS_SYSCTL, MAX_SYSCTL, conntrack, kube_proxy_settings
 from infra.knowledge import platform
-from infra.resolve import Resolved
+from infra.knowledge.units import GIB, parse_cpu_list, parse_quantity
+from infra.model.capacity import describe_hosts, host_capacity
+from infra.model.conntrack import BUCKETS_SYSCTL, MAX_SYSCTL, conntrack, kube_proxy_settings
+from infra.model.resolve import Resolved
 from infra.spec import Host, Pool
 from infra.spec.models import Machine, parse_taint
-from infra.units import GIB, parse_cpu_list, parse_quantity
 
 POOL_GPU_TAINT = rule(
     "POOL-GPU-TAINT", "error",

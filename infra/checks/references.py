@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from infra.checks.base import Report, gpu_fact, machine_fact, rule, storage_fact
 from infra.knowledge import gpu_models, platform
-from infra.resolve import Resolved
+from infra.model.resolve import Resolved
 
 KUBE_VERSION = rule(
     "KUBE-VERSION", "error",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from decimal import Decimal
 
 from infra.checks.base import Report, rule, storage_fact
-from infra.resolve import Resolved
+from infra.knowledge.units import GIB, parse_quantity
+from infra.model.resolve import Resolved
 from infra.spec import Environment
-from infra.units import GIB, parse_quantity
 
 STORAGE_LOCAL_BINDING = rule(
     "STORAGE-LOCAL-BINDING", "error",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from infra.capacity import PoolCapacity, combined, pool_capacity
 from infra.checks.base import Report, gpu_fact, machine_fact, rule
-from infra.resolve import Resolved
+from infra.knowledge.units import GIB, parse_quantity
+from infra.model.capacity import PoolCapacity, combined, pool_capacity
+from infra.model.resolve import Resolved
 from infra.spec.models import Tenant
-from infra.units import GIB, parse_quantity
 
 TEN_SHARED_GPU = rule(
     "TEN-SHARED-GPU", "error",

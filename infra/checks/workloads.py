@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from infra.capacity import HostCapacity, host_capacity
 from infra.checks.base import Report, gpu_fact, machine_fact, rule
-from infra.resolve import Resolved
+from infra.knowledge.units import GIB, parse_quantity
+from infra.model.capacity import HostCapacity, host_capacity
+from infra.model.resolve import Resolved
+from infra.model.workloads import Demand, Offer, defaulted, demand, pool_offers
 from infra.spec import Pool
 from infra.spec.models import Machine, Tenant, Workload
-from infra.units import GIB, parse_quantity
-from infra.workloads import Demand, Offer, defaulted, demand, pool_offers
 
 WORKLOAD_TENANT = rule(
     "WORKLOAD-TENANT", "error",

@@ -33,7 +33,7 @@ from infra.cluster.nodes import mig_config_name as node_mig_config_name
 from infra.cluster.objects import Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import gpu_pools, on_pools
 from infra.knowledge import Image, chart_values, versions
-from infra.resolve import Resolved
+from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
 
 GPU_NAMESPACE = "nvidia-gpu"

@@ -32,7 +32,7 @@ from typing import Any
 from infra.cluster.objects import SYSTEM_NAMESPACE, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import everywhere, on_pools
 from infra.knowledge import ValueKey, chart_values, versions
-from infra.resolve import Resolved
+from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
 
 # The CNI releases, in the namespaces upstream installs them to: the cilium CLI and Hubble look in

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from infra.cluster.objects import LABEL_PREFIX, Concern, Obj
-from infra.resolve import Resolved, ResolvedHost
+from infra.model.resolve import Resolved, ResolvedHost
 from infra.spec import Pool
 from infra.spec.models import parse_taint
 

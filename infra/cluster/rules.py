@@ -147,7 +147,7 @@ def parse_quantity(value: object) -> Decimal:
     """Return a Kubernetes quantity (a string such as "250m", "4Gi", "1e3", or a JSON number) as a number.
 
     The full grammar of the API server (signs, exponents, n and u), which is wider than what the
-    inventory accepts (infra.units.parse_quantity). Raises ValueError with the server's wording.
+    inventory accepts (infra.knowledge.units.parse_quantity). Raises ValueError with the server's wording.
     """
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(f"{value!r} is not a quantity: {_QUANTITY_WORDS}")

@@ -32,12 +32,12 @@ from typing import Any
 
 import yaml
 
-from infra.capacity import combined, pool_capacity
 from infra.cluster.nodes import POOL_KIND_LABEL, pool_taints
 from infra.cluster.objects import Concern, HelmRelease, Obj, key, obj
 from infra.cluster.placement import gpu_pools, pool_affinity
 from infra.knowledge import chart_values, platform, versions
-from infra.resolve import Resolved
+from infra.model.capacity import combined, pool_capacity
+from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
 from infra.spec.models import Tenant
 
@@ -141,7 +141,7 @@ def system_placement(env: Environment) -> Obj:
 
 
 def advertised(view: Resolved, tenant: Tenant) -> set[str]:
-    """The resources the tenant's pools advertise (infra.capacity), as a queue capability may name them."""
+    """The resources the tenant's pools advertise (infra.model.capacity), as a queue capability may name them."""
     offered = combined(pool_capacity(view, view.env.pools[name]) for name in tenant.pools)
     extended = {name for name, count in offered.gpu_resources.items() if count}
     hugepages = {name for name, amount in offered.hugepages.items() if amount}

@@ -22,7 +22,7 @@ from infra.cluster.networking import values_tree
 from infra.cluster.objects import SYSTEM_NAMESPACE, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import everywhere, on_pools
 from infra.knowledge import chart_values, csi_drivers
-from infra.resolve import Resolved
+from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
 from infra.spec.models import StorageClassSpec
 

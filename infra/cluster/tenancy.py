@@ -33,9 +33,9 @@ import re
 from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import LABEL_PREFIX, SYSTEM_NAMESPACE, Concern, Obj, key, obj
 from infra.knowledge import platform
-from infra.resolve import Resolved
+from infra.knowledge.units import parse_quantity
+from infra.model.resolve import Resolved
 from infra.spec.models import LimitRangeSpec, PriorityClass, Tenant
-from infra.units import parse_quantity
 
 TENANT_LABEL = f"{LABEL_PREFIX}/tenant"
 TIER_LABEL = f"{LABEL_PREFIX}/tier"

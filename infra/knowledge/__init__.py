@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from infra.units import parse_quantity
+from infra.knowledge.units import parse_quantity
 
 HERE = Path(__file__).parent
 
@@ -233,7 +233,7 @@ class Platform(_Fact):
     @property
     def cuda_min_driver(self) -> dict[str, str]:
         """CUDA minor ("12.4") -> its GA release's minimum driver: a per-minor view of `cuda_releases`
-        (the checks judge with infra.drivers.driver_verdict, which also knows updates and the floors)."""
+        (the checks judge with infra.model.drivers.driver_verdict, which also knows updates and the floors)."""
         return {release.rsplit(".", 1)[0]: facts.min_driver
                 for release, facts in self.cuda_releases.items() if facts.ga}
 

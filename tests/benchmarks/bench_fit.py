@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_check_plan import EXAMPLE, MEASURE, ROOT, generate
 
 sys.path.insert(0, str(ROOT))
-from infra.units import parse_quantity
+from infra.knowledge.units import parse_quantity
 
 _SCALED_QUOTA = ("requests.", "limits.", "cpu", "memory", "pods", "hugepages-")
 

@@ -28,7 +28,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from infra.ansible_run import OVERLAY, SANDBOX_INVENTORY, PlaybookRun, run_playbook, sandbox  # noqa: E402
+from infra.hosts.ansible_run import OVERLAY, SANDBOX_INVENTORY, PlaybookRun, run_playbook, sandbox  # noqa: E402
 
 
 def generate(folder: Path, hosts: int, pool: str) -> Path:

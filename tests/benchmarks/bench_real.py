@@ -26,7 +26,7 @@ from bench_check_plan import ROOT, generate
 
 sys.path.insert(0, str(ROOT))
 
-from infra.realcluster import REAL, LocalCluster, Stack, pulumi_resource_count
+from infra.live.realcluster import REAL, LocalCluster, Stack, pulumi_resource_count
 
 PAGE = 4096
 

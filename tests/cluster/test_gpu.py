@@ -3,7 +3,7 @@
 The central cross-check: a small interpreter of the device plugin's config format (written here from
 the plugin's documented behaviour, recorded in chart_values.yml) reads the config a node's label
 selects and the MIG layout mig-parted leaves on its cards, and says which resources the node
-advertises. That must equal `infra.capacity.gpu_resources` for the node, which quotas and the plan
+advertises. That must equal `infra.model.capacity.gpu_resources` for the node, which quotas and the plan
 are checked against. Each assertion is a function returning problems, so the same function is shown
 to catch a deliberately broken input.
 """
@@ -18,7 +18,6 @@ import pytest
 import yaml
 from inventory_builder import ROOT, SHIPPED
 
-from infra.capacity import gpu_resources
 from infra.checks import run_checks
 from infra.cluster import gpu
 from infra.cluster.nodes import (
@@ -33,8 +32,9 @@ from infra.cluster.nodes import (
 from infra.cluster.objects import Concern, HelmRelease, key
 from infra.cluster.placement import gpu_pools, on_pools
 from infra.knowledge import chart_values, gpu_models, versions
-from infra.mig import placement
-from infra.resolve import Resolved, resolve
+from infra.model.capacity import gpu_resources
+from infra.model.mig import placement
+from infra.model.resolve import Resolved, resolve
 from infra.spec import load_environment
 
 PLUGIN = chart_values().nvidia_device_plugin

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from inventory_builder import ROOT
 
-from infra.plan import build_plan
+from infra.planning.plan import build_plan
 from infra.spec import load_environment
 
 PROJECT = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())

@@ -14,9 +14,9 @@ from infra.cluster import networking
 from infra.cluster.objects import key
 from infra.cluster.placement import everywhere, on_pools
 from infra.knowledge import chart_values, versions
-from infra.resolve import resolve
+from infra.knowledge.units import parse_quantity
+from infra.model.resolve import resolve
 from infra.spec import load_environment
-from infra.units import parse_quantity
 
 
 def shipped(name):

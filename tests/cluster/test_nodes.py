@@ -3,7 +3,7 @@
 from inventory_builder import ROOT
 
 from infra.cluster import nodes
-from infra.resolve import resolve
+from infra.model.resolve import resolve
 from infra.spec import load_environment
 
 

@@ -11,11 +11,11 @@ import pulumi
 import pytest
 from inventory_builder import ROOT, SHIPPED
 
-from infra.capacity import pool_capacity
 from infra.cluster import nodes as node_labels
 from infra.cluster.components import resource_name, type_token
+from infra.model.capacity import pool_capacity
+from infra.model.resolve import resolve
 from infra.render import render
-from infra.resolve import resolve
 from infra.spec import Environment, load_environment
 from infra.stack import ClusterSettings, declare
 

@@ -17,12 +17,12 @@ import yaml
 from inventory_builder import ROOT, SHIPPED, pools_of
 from pydantic import ValidationError
 
-from infra.capacity import combined, pool_capacity
 from infra.cluster import scheduling
 from infra.cluster.nodes import POOL_KIND_LABEL, POOL_LABEL, pool_labels, pool_taints
 from infra.cluster.objects import HelmRelease, key
 from infra.knowledge import Platform, chart_values, platform, versions
-from infra.resolve import Resolved, resolve
+from infra.model.capacity import combined, pool_capacity
+from infra.model.resolve import Resolved, resolve
 from infra.spec import load_environment
 
 

@@ -12,7 +12,7 @@ from infra.cluster import storage
 from infra.cluster.objects import key
 from infra.cluster.placement import everywhere, on_pools
 from infra.knowledge import chart_values, csi_drivers, validate_csi_drivers, versions
-from infra.resolve import resolve
+from infra.model.resolve import resolve
 from infra.spec import load_environment
 
 DEFAULT = storage.DEFAULT_CLASS_ANNOTATION

@@ -25,16 +25,16 @@ from cel_expr_python.ext import ext_strings
 from inventory_builder import ROOT, SHIPPED
 from pydantic import ValidationError
 
-from infra.capacity import SHARED_GPU, WHOLE_GPU
 from infra.checks import run_checks
 from infra.cluster import tenancy
 from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import MANAGED_BY, key
 from infra.knowledge import Platform, platform
-from infra.resolve import resolve
+from infra.knowledge.units import parse_quantity
+from infra.model.capacity import SHARED_GPU, WHOLE_GPU
+from infra.model.resolve import resolve
 from infra.spec import load_environment
 from infra.spec.models import LimitRangeSpec
-from infra.units import parse_quantity
 
 # ---------------------------------------------------------------- helpers
 

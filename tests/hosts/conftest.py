@@ -17,7 +17,7 @@ import testinfra
 import yaml
 
 # The runner and its output parser live in infra/ so the main job's host stages use the same ones.
-from infra.ansible_run import (
+from infra.hosts.ansible_run import (
     OVERLAY,
     ROOT,
     SANDBOX,
@@ -30,7 +30,7 @@ from infra.ansible_run import (
     run_playbook,
     sandbox,
 )
-from infra.ansible_run import SANDBOX_INVENTORY as INVENTORY
+from infra.hosts.ansible_run import SANDBOX_INVENTORY as INVENTORY
 
 # Molecule's verifier runs the fixture role's own testinfra files; they are not part of this suite.
 collect_ignore_glob = ["fixtures/*"]

@@ -1,5 +1,5 @@
 """The kubelet role on the sandbox hosts: each host's KubeletConfiguration drop-in is exactly its pool's (as
-infra.hostvars derives it), valid for the kubelet's own code, started with the pool's labels; pkgs.k8s.io is
+infra.hosts.hostvars derives it), valid for the kubelet's own code, started with the pool's labels; pkgs.k8s.io is
 written pinned but disabled (not reachable from the sandbox); a manager policy change goes through the handler
 chain, proven against a stand-in kubelet unit."""
 

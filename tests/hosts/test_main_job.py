@@ -8,7 +8,7 @@ import subprocess
 import sys
 from typing import Any
 
-from infra.ansible_run import ROOT, STATE
+from infra.hosts.ansible_run import ROOT, STATE
 
 
 def test_the_main_job_runs_the_host_stages(sandbox_hosts: dict[str, Any]) -> None:

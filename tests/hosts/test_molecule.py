@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.ansible_run import ROOT
+from infra.hosts.ansible_run import ROOT
 
 ROLE = ROOT / "tests" / "hosts" / "fixtures" / "molecule_probe"
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from conftest import PlaybookRun, run_playbook
 
-from infra.hostvars import environment_host_vars
+from infra.hosts.hostvars import environment_host_vars
 from infra.spec import load_environment
 
 ROOT = Path(__file__).resolve().parents[2]

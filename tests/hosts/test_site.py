@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.ansible_run import OVERLAY, PLAYBOOKS, ROOT, SANDBOX_INVENTORY, PlaybookRun, run_playbook
+from infra.hosts.ansible_run import OVERLAY, PLAYBOOKS, ROOT, SANDBOX_INVENTORY, PlaybookRun, run_playbook
 
 PROBE = ROOT / "tests" / "hosts" / "playbooks" / "probe.yml"
 PROBE_FILE = "/etc/k8s-node-pools-probe.conf"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from infra.hostvars import environment_host_vars
+from infra.hosts.hostvars import environment_host_vars
 from infra.spec import load_environment
 
 ROOT = Path(__file__).resolve().parents[2]

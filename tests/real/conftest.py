@@ -15,7 +15,7 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from infra.realcluster import LocalCluster, Stack, ToolsMissing, tool_paths
+from infra.live.realcluster import LocalCluster, Stack, ToolsMissing, tool_paths
 
 
 @pytest.fixture(scope="session")

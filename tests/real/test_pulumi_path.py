@@ -14,10 +14,10 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from infra import probes
-from infra.kubeapi import Kube, wait_for
-from infra.realcluster import LocalCluster, not_as_rendered, project_objects_left, pulumi_resource_count
-from infra.resolve import Resolved, resolve
+from infra.live import probes
+from infra.live.kubeapi import Kube, wait_for
+from infra.live.realcluster import LocalCluster, not_as_rendered, project_objects_left, pulumi_resource_count
+from infra.model.resolve import Resolved, resolve
 from infra.spec import load_environment
 
 

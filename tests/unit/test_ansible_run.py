@@ -1,7 +1,7 @@
-"""infra.ansible_run reads ansible-playbook's output the way the host checks need it: the recap per host,
+"""infra.hosts.ansible_run reads ansible-playbook's output the way the host checks need it: the recap per host,
 and the tasks that changed, by name, per host (so a failed idempotence check says what to fix)."""
 
-from infra.ansible_run import PlaybookRun, TaskResult, parse_recap, parse_results
+from infra.hosts.ansible_run import PlaybookRun, TaskResult, parse_recap, parse_results
 
 # The default callback's text, as the project's ansible.cfg prints it (profile_roles lines included).
 OUTPUT = """\

@@ -1,9 +1,9 @@
-"""infra.drivers: NVIDIA's per-release minimums, per-major compatibility floors and per-card driver branches."""
+"""infra.model.drivers: NVIDIA's per-release minimums, per-major compatibility floors and per-card driver branches."""
 
 import pytest
 
-from infra.drivers import DriverVerdict, driver_verdict
 from infra.knowledge import gpu_models, platform
+from infra.model.drivers import DriverVerdict, driver_verdict
 
 
 def status(cuda, driver, gpu=None):

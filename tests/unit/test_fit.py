@@ -9,12 +9,12 @@ from decimal import Decimal
 import pytest
 from inventory_builder import ROOT
 
-from infra.capacity import pool_capacity
 from infra.cluster.nodes import POOL_LABEL
-from infra.fit import fit, node_objects, place, render, workload_objects
-from infra.resolve import resolve
+from infra.model.capacity import pool_capacity
+from infra.model.resolve import resolve
+from infra.model.workloads import demands, pool_offers
+from infra.planning.fit import fit, node_objects, place, render, workload_objects
 from infra.spec import load_environment
-from infra.workloads import demands, pool_offers
 
 EXAMPLE = ROOT / "inventories" / "example"
 
@@ -295,7 +295,7 @@ def test_fit_unusable_input_exits_2_without_a_traceback(inventory, write):
 
 @pytest.mark.parametrize("amount", [Decimal("0.5"), Decimal(3)])
 def test_cpu_quantities_are_written_in_millicores(amount):
-    from infra.fit import _cpu
+    from infra.planning.fit import _cpu
 
     assert _cpu(amount) == f"{int(amount * 1000)}m"
 

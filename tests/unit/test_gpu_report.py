@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from infra.gpu_report import QUERY, host_report, parse
+from infra.hosts.gpu_report import QUERY, host_report, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 

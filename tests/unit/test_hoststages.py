@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from infra import cli, hoststages
-from infra.ansible_run import PlaybookRun, parse_recap, parse_results
+from infra import cli
+from infra.hosts import stages as hoststages
+from infra.hosts.ansible_run import PlaybookRun, parse_recap, parse_results
 
 SANDBOX = Path("inventories/sandbox")
 

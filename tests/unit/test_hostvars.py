@@ -11,9 +11,9 @@ import pytest
 from infra.cli import main
 from infra.cluster.gpu import mig_parted_text
 from infra.cluster.nodes import pool_taints
-from infra.hostvars import environment_host_vars, host_vars
-from infra.kubelet import kubelet_settings
-from infra.resolve import resolve
+from infra.hosts.hostvars import environment_host_vars, host_vars
+from infra.model.kubelet import kubelet_settings
+from infra.model.resolve import resolve
 from infra.spec import load_environment
 
 ROOT = Path(__file__).resolve().parents[2]

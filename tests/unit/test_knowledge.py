@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from infra.knowledge import GpuModel, Platform, gpu_models, platform
-from infra.mig import memory_fraction, mig_resource_name, placement, within_counts
+from infra.model.mig import memory_fraction, mig_resource_name, placement, within_counts
 
 MIG_MODELS = ["A30-24GB", "A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H200-141GB"]
 NO_MIG = ["T4-16GB", "L4-24GB", "L40S-48GB", "V100-32GB", "RTX3090-24GB", "RTX4090-24GB"]

@@ -12,7 +12,7 @@ import yaml
 from inventory_builder import ROOT
 from kubelet_config_check import check
 
-from infra.hostvars import environment_host_vars
+from infra.hosts.hostvars import environment_host_vars
 from infra.spec import load_environment
 
 ENVIRONMENTS = sorted(path.name for path in (ROOT / "inventories").iterdir() if (path / "hosts.yml").is_file())

@@ -5,7 +5,7 @@ import json
 import pytest
 from inventory_builder import pools_of
 
-from infra.plan import build_plan, render_table
+from infra.planning.plan import build_plan, render_table
 from infra.spec import load_environment
 
 

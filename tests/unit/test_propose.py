@@ -11,10 +11,10 @@ import pytest
 from inventory_builder import ROOT
 
 from infra.checks import has_errors, run_checks
-from infra.fit import fit
 from infra.knowledge import gpu_models
-from infra.mig import placement
-from infra.propose import FIXABLE, _fits, _program, mig_layouts, propose, render, report, reshaped_env
+from infra.model.mig import placement
+from infra.planning.fit import fit
+from infra.planning.propose import FIXABLE, _fits, _program, mig_layouts, propose, render, report, reshaped_env
 from infra.spec import load_environment
 
 EXAMPLE = ROOT / "inventories" / "example"
@@ -95,7 +95,7 @@ def instance(inventory, seed, mig=True):
 
 
 def relaxed_feasible(program, name, k, hosts):
-    """The model as written in infra/propose.py's docstring, for one pool on `hosts` hosts of candidate k."""
+    """The model as written in infra/planning/propose.py's docstring, for one pool on `hosts` hosts of candidate k."""
     entry = program.sized[name]
     served = [need for need in program.needs if need.pools == [name]]
     candidate = entry.candidates[k]

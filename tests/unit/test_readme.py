@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from infra.checks import RULES
 from infra.cli import rules_markdown
-from infra.plan import build_plan, render_table
+from infra.planning.plan import build_plan, render_table
 from infra.spec import load_environment, models
 from infra.spec.models import ClusterVars, HostVars, PoolVars
 

@@ -7,9 +7,9 @@ import yaml
 from inventory_builder import ROOT
 
 from infra.checks import RULES
-from infra.fit import fit, render
-from infra.propose import propose, report
-from infra.propose import render as render_proposal
+from infra.planning.fit import fit, render
+from infra.planning.propose import propose, report
+from infra.planning.propose import render as render_proposal
 from infra.spec import load_environment
 from infra.spec.models import GpuNeed, StorageNeed, Workload, WorkloadVars
 

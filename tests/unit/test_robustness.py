@@ -8,7 +8,7 @@ import pytest
 from inventory_builder import add_control_plane, base_inventory, pools_of, write_text
 
 from infra.checks import has_errors, run_checks
-from infra.plan import build_plan
+from infra.planning.plan import build_plan
 from infra.spec import SpecError, load_environment
 
 WRONG = [None, "", "x", -1, 0, 10**12, 1.5, True, [], ["x"], {}, {"x": "y"}]

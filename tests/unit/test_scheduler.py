@@ -5,8 +5,14 @@ import random
 
 import pytest
 
-from infra.admission import Quotas
-from infra.scheduler import GROUP_ANNOTATION, NO_PROVISIONER, Cluster, no_nodes_message, scheduler_configuration
+from infra.planning.admission import Quotas
+from infra.planning.scheduler import (
+    GROUP_ANNOTATION,
+    NO_PROVISIONER,
+    Cluster,
+    no_nodes_message,
+    scheduler_configuration,
+)
 
 
 def node(name, cpu="4", memory="8Gi", pods="110", labels=None, taints=None, unschedulable=False, extra=None):
@@ -347,7 +353,7 @@ def test_another_namespace_is_not_charged():
 def reference(nodes, pods):
     """kube-scheduler one node at a time, with the filters and score written out plainly."""
     def amount(name, value):
-        from infra.scheduler import _amount
+        from infra.planning.scheduler import _amount
         return _amount(name, str(value))
 
     free = [{k: amount(k, v) for k, v in n["status"]["allocatable"].items()} for n in nodes]

@@ -289,7 +289,7 @@ def test_make_nodes_registers_each_host_as_its_kubelet_would():
     import sys
 
     from infra.cluster.nodes import kubelet_registration
-    from infra.resolve import resolve
+    from infra.model.resolve import resolve
     from infra.spec import load_environment
 
     result = subprocess.run([sys.executable, "tools/make_nodes.py", "--dry-run", "inventories/sandbox"],

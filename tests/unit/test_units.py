@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from infra.units import parse_cpu_list, parse_quantity
+from infra.knowledge.units import parse_cpu_list, parse_quantity
 
 
 @pytest.mark.parametrize("text, value", [
@@ -35,7 +35,7 @@ def test_the_plan_does_not_import_the_checks():
     import subprocess
     import sys
 
-    code = "import sys, infra.plan; print(sorted(m for m in sys.modules if m.startswith('infra.checks')))"
+    code = "import sys, infra.planning.plan; print(sorted(m for m in sys.modules if m.startswith('infra.checks')))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 

@@ -6,10 +6,10 @@ import pytest
 import yaml
 from inventory_builder import ROOT, write_text
 
-from infra.resolve import resolve
+from infra.model.resolve import resolve
+from infra.model.workloads import defaulted, demands, pool_offers, resolve_gpu
 from infra.spec import SpecError, load_environment
 from infra.spec.models import GpuNeed, Workload
-from infra.workloads import defaulted, demands, pool_offers, resolve_gpu
 
 GI = 2**30
 
@@ -142,7 +142,7 @@ def test_a_gpu_need_names_one_resource_and_the_pools_that_offer_it(inventory, wr
 
 
 def test_memory_picks_the_smallest_device_with_enough_memory_mig_first():
-    from infra.workloads import Offer
+    from infra.model.workloads import Offer
 
     offers = [Offer("a", "nvidia.com/gpu", "A100-40GB", 40), Offer("b", "nvidia.com/mig-3g.40gb", "A100-80GB", 40),
               Offer("b", "nvidia.com/mig-4g.40gb", "A100-80GB", 40), Offer("b", "nvidia.com/mig-7g.80gb", "A100-80GB", 80),
@@ -195,7 +195,7 @@ FIELDS = ["kind", "replicas", "requests", "limits", "gpu", "gang", "numa_aligned
 @pytest.mark.parametrize("field", FIELDS)
 def test_wrong_values_in_a_workload_are_refused_or_checked_never_crash(inventory, write, field):
     from infra.checks import has_errors, run_checks
-    from infra.fit import fit
+    from infra.planning.fit import fit
 
     for value in WRONG:
         base = {"kind": "job", "replicas": 2, "gang": 2, "requests": {"cpu": "1"},

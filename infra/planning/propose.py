@@ -11,10 +11,10 @@ The model (one integer variable per pool, candidate and workload, never one per 
 not grow with the cluster):
 
 - Candidates per pool: every catalogue machine of the pool's kind (GPU pools: cards of a known model;
-  MIG pools: MIG-capable cards) times, for MIG pools, every maximal layout infra.mig.placement accepts
+  MIG pools: MIG-capable cards) times, for MIG pools, every maximal layout infra.model.mig.placement accepts
   on that card (no instance can be added) plus the current layout, less those that add a check error
   other than the workload rules (a driver too old for the card, a quota naming an instance the layout
-  lacks). Capacity per node is infra.kubelet's allocatable.
+  lacks). Capacity per node is infra.model.kubelet's allocatable.
 - Variables: n[p,k] hosts of pool p on candidate k; z[p,k] whether p uses k (at most one per pool);
   x[w,p] replicas of workload w that pool p serves.
 - Constraints: every replica admitted by quota is served (sum over p of x[w,p] = replicas); per pool
@@ -52,18 +52,18 @@ from typing import Any
 
 import highspy
 
-from infra.admission import Quotas
-from infra.capacity import host_capacity, pool_capacity
 from infra.checks import Finding, has_errors, run_checks
-from infra.fit import fit, workload_objects
 from infra.knowledge import MEDIA_EXTENSIONS, gpu_models
-from infra.mig import placement
-from infra.network import node_blocks
-from infra.resolve import resolve
+from infra.knowledge.units import GIB, parse_quantity
+from infra.model.capacity import host_capacity, pool_capacity
+from infra.model.mig import placement
+from infra.model.network import node_blocks
+from infra.model.resolve import resolve
+from infra.model.workloads import Demand, Offer, demands, device_memory_gib
+from infra.planning.admission import Quotas
+from infra.planning.fit import fit, workload_objects
 from infra.spec import Environment, Host, Pool
 from infra.spec.models import HostVars, Machine
-from infra.units import GIB, parse_quantity
-from infra.workloads import Demand, Offer, demands, device_memory_gib
 
 Layout = tuple[tuple[str, int], ...]
 MAX_ROUNDS = 25

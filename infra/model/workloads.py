@@ -13,7 +13,7 @@ read workloads through this module only, so the three cannot disagree about what
   of the same size, then by name), so the choice is deterministic.
 - A replica may run on the tenant's pools that can serve it: those offering its GPU resource (of its
   model, if it names one); for a replica without GPUs the tenant's CPU and memory pools, or all its
-  pools when it has none. This is what the pod's node affinity and tolerations say (infra.fit), so a
+  pools when it has none. This is what the pod's node affinity and tolerations say (infra.planning.fit), so a
   pod that never asked for a GPU does not land on a GPU node.
 """
 
@@ -24,13 +24,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from infra.capacity import SHARED_GPU, WHOLE_GPU, gpu_resources
 from infra.knowledge import chart_values, gpu_models
-from infra.mig import mig_resource_name
-from infra.resolve import Resolved
+from infra.knowledge.units import parse_quantity
+from infra.model.capacity import SHARED_GPU, WHOLE_GPU, gpu_resources
+from infra.model.mig import mig_resource_name
+from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
 from infra.spec.models import GpuNeed, Tenant, Workload
-from infra.units import parse_quantity
 
 COMPUTE_RESOURCES = ("cpu", "memory", "hugepages-2Mi", "hugepages-1Gi")
 _MIG_MEMORY = re.compile(r"^nvidia\.com/mig-\d+g\.(\d+)gb(\.me)?$")

@@ -15,9 +15,9 @@ from typing import Any
 
 from infra.cluster.gpu import host_mig_parted
 from infra.cluster.nodes import kubelet_registration
-from infra.conntrack import BUCKETS_SYSCTL, MAX_SYSCTL, conntrack
-from infra.kubelet import kubelet_settings
-from infra.resolve import Resolved, ResolvedHost, resolve
+from infra.model.conntrack import BUCKETS_SYSCTL, MAX_SYSCTL, conntrack
+from infra.model.kubelet import kubelet_settings
+from infra.model.resolve import Resolved, ResolvedHost, resolve
 from infra.spec import Environment, Pool
 
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
@@ -42,7 +42,7 @@ def host_vars(view: Resolved, host_name: str) -> dict[str, Any]:
     sysctls: dict[str, int | str] = {k: v for k, v in sorted(pool.vars.sysctls.items())
                                      if k not in (MAX_SYSCTL, BUCKETS_SYSCTL)}
     # Written on every host, kube-proxy or not: the table is right from boot, before kube-proxy starts,
-    # and kube-proxy sets the same value (infra.conntrack), so nothing fights over it.
+    # and kube-proxy sets the same value (infra.model.conntrack), so nothing fights over it.
     sysctls[MAX_SYSCTL] = table.max
     return {
         "pool": pool.name,

@@ -6,7 +6,7 @@ Stages the main job and the tests call, each returning a StageResult (success an
                               on free loopback ports, then the inventory's hosts registered as Nodes
     pulumi_up(stack)          `pulumi preview` then `pulumi up --yes` of a shipped stack, then through the
                               API: every declared object exists as rendered
-    probes(stack)             the scheduling and admission proofs with probe pods (infra/probes.py)
+    probes(stack)             the scheduling and admission proofs with probe pods (infra/live/probes.py)
     teardown(stack)           `pulumi destroy --yes`, no project object left, Nodes removed, cluster down
 
 The Pulumi project is used as a user's CLI reads it: Pulumi.yaml, Pulumi.<stack>.yaml and __main__.py are
@@ -41,12 +41,12 @@ import yaml
 
 from infra.cluster.concerns import build_concerns
 from infra.cluster.objects import MANAGED_BY, Obj
-from infra.kubeapi import ApiError, Kube, wait_for
-from infra.resolve import resolve
+from infra.knowledge.units import parse_quantity
+from infra.live.kubeapi import ApiError, Kube, wait_for
+from infra.model.resolve import resolve
 from infra.spec import load_environment
-from infra.units import parse_quantity
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STATE = ROOT / ".state"
 REAL = STATE / "real"
 PASSPHRASE = "k8s-node-pools-local-state"
@@ -525,8 +525,8 @@ def pulumi_up(stack: Stack) -> StageResult:
 
 
 def probes(stack: Stack) -> StageResult:
-    """The scheduling and admission probes (infra/probes.py) on the applied stack."""
-    from infra import probes as p
+    """The scheduling and admission probes (infra/live/probes.py) on the applied stack."""
+    from infra.live import probes as p
 
     started = time.perf_counter()
     try:

@@ -1,11 +1,11 @@
 """`infra fit`: place every declared workload on the pools as the cluster would, and what one lost host does.
 
 The environment becomes the objects a cluster would hold: one Node per host (the cluster layer's pool
-labels and taints, kubelet's hostname label, allocatable as infra.kubelet computes it), local
+labels and taints, kubelet's hostname label, allocatable as infra.model.kubelet computes it), local
 PersistentVolumes for the pools' disks, a ResourceQuota per tenant, and per workload its Pods (with
 node affinity to the pools that can serve it and tolerations of exactly those pools' taints),
-PersistentVolumeClaims and, for gangs, a Volcano PodGroup. Quota admission (infra.admission) and
-placement (infra.scheduler) then run over those objects only, so a real API server and kube-scheduler
+PersistentVolumeClaims and, for gangs, a Volcano PodGroup. Quota admission (infra.planning.admission) and
+placement (infra.planning.scheduler) then run over those objects only, so a real API server and kube-scheduler
 can be given the same objects and their answers compared.
 
 N-1: for each pool, its biggest host (most GPU resources, then CPU, then memory, then pods bound) is
@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
-from infra.admission import Quotas
-from infra.capacity import host_capacity
 from infra.cluster.nodes import GPU_MODEL_LABEL, POOL_LABEL, node, pool_taints
 from infra.cluster.placement import pool_affinity
-from infra.resolve import Resolved, resolve
-from infra.scheduler import GROUP_ANNOTATION, NO_PROVISIONER, Cluster, Obj, Outcome, key_of
+from infra.knowledge.units import GIB
+from infra.model.capacity import host_capacity
+from infra.model.resolve import Resolved, resolve
+from infra.model.workloads import Demand, demands, pool_offers
+from infra.planning.admission import Quotas
+from infra.planning.scheduler import GROUP_ANNOTATION, NO_PROVISIONER, Cluster, Obj, Outcome, key_of
 from infra.spec import Environment, Pool
-from infra.units import GIB
-from infra.workloads import Demand, demands, pool_offers
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 CONTROL_PLANE_TAINT: Obj = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}

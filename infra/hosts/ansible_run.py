@@ -1,5 +1,5 @@
 """Running the host layer's playbooks and reading what they did: one runner and one parser of
-ansible-playbook's output, shared by the main job's host stages (infra.hoststages) and the host test
+ansible-playbook's output, shared by the main job's host stages (infra.hosts.stages) and the host test
 suite (tests/hosts/conftest.py), so the job and the tests judge a run the same way.
 
 A run is read from the default callback's text (the project's ansible.cfg): the PLAY RECAP's counts per
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOKS = ROOT / "ansible"
 SANDBOX = ROOT / "tests" / "hosts" / "sandbox.sh"
 STATE = Path(os.environ.get("SANDBOX_STATE", ROOT / ".state"))

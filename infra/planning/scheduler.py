@@ -2,7 +2,7 @@
 
 Input and output are the objects a cluster holds (Node, Pod, PersistentVolumeClaim, PersistentVolume,
 StorageClass, Volcano PodGroup) as dicts, so the same pods on the same Node objects can be handed to
-a real kube-scheduler and the two answers compared (quota admission is infra.admission). What is
+a real kube-scheduler and the two answers compared (quota admission is infra.planning.admission). What is
 mirrored:
 
 - Queue order (PrioritySort): higher spec.priority first, then the order given.
@@ -45,7 +45,7 @@ from decimal import ROUND_CEILING
 from functools import lru_cache
 from typing import Any
 
-from infra.units import parse_quantity
+from infra.knowledge.units import parse_quantity
 
 Obj = dict[str, Any]
 

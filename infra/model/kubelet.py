@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from infra.knowledge import platform
+from infra.knowledge.units import parse_cpu_list, parse_quantity
 from infra.spec.models import ClusterVars, Machine, PoolVars
-from infra.units import parse_cpu_list, parse_quantity
 
 HUGEPAGE_BYTES = {"2Mi": 2 * 2**20, "1Gi": 2**30}
 

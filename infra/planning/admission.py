@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from decimal import Decimal
 
-from infra.scheduler import Obj, key_of
-from infra.units import parse_quantity
+from infra.knowledge.units import parse_quantity
+from infra.planning.scheduler import Obj, key_of
 
 _VALIDATED = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
 

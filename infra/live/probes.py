@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from infra.capacity import host_capacity
 from infra.cluster.nodes import POOL_LABEL, pool_taints
 from infra.cluster.objects import LABEL_PREFIX, Obj
-from infra.kubeapi import ApiError, Kube, wait_for
-from infra.resolve import Resolved
+from infra.knowledge.units import parse_quantity
+from infra.live.kubeapi import ApiError, Kube, wait_for
+from infra.model.capacity import host_capacity
+from infra.model.resolve import Resolved
 from infra.spec.loader import Pool
 from infra.spec.models import Tenant
-from infra.units import parse_quantity
 
 PROBE_LABEL = f"{LABEL_PREFIX}/probe"
 FILLER_NAMESPACE = "k8s-node-pools-probe"

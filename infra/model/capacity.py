@@ -1,6 +1,6 @@
 """What each host and pool offers the scheduler: pure arithmetic over the resolved spec, shared by checks and plan.
 
-Allocatable follows the kubelet (infra/kubelet.py): capacity - reserved CPUs (the reservedSystemCPUs
+Allocatable follows the kubelet (infra/model/kubelet.py): capacity - reserved CPUs (the reservedSystemCPUs
 set when there is one, else kube-reserved + system-reserved) for CPU; capacity - hugepages -
 kube-reserved - system-reserved - the hard eviction threshold for memory. GPU resources are named as
 the NVIDIA device plugin advertises them for the pool's sharing mode (MIG always under the `mixed`
@@ -14,12 +14,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 
-from infra.kubelet import HUGEPAGE_BYTES, kubelet_settings
-from infra.mig import mig_resource_name
-from infra.resolve import Resolved
+from infra.knowledge.units import GIB
+from infra.model.kubelet import HUGEPAGE_BYTES, kubelet_settings
+from infra.model.mig import mig_resource_name
+from infra.model.resolve import Resolved
 from infra.spec import Host, Pool
 from infra.spec.models import ClusterVars, Machine
-from infra.units import GIB
 
 SHARED_GPU = "nvidia.com/gpu.shared"
 WHOLE_GPU = "nvidia.com/gpu"

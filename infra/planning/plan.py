@@ -5,16 +5,16 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from infra.capacity import combined, pool_capacity
-from infra.conntrack import conntrack
 from infra.knowledge import gpu_models
-from infra.kubelet import kubelet_settings
-from infra.mig import memory_fraction
-from infra.network import node_blocks, service_capacity, usable_addresses
-from infra.resolve import Resolved, resolve
+from infra.knowledge.units import format_gib
+from infra.model.capacity import combined, pool_capacity
+from infra.model.conntrack import conntrack
+from infra.model.kubelet import kubelet_settings
+from infra.model.mig import memory_fraction
+from infra.model.network import node_blocks, service_capacity, usable_addresses
+from infra.model.resolve import Resolved, resolve
 from infra.spec import Environment, Pool
 from infra.spec.models import Machine
-from infra.units import format_gib
 
 
 def _number(value: Decimal, places: int = 1) -> float | int:

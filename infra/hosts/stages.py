@@ -1,6 +1,6 @@
 """The main job's host stages on the sandbox: start the hosts, bootstrap them with site.yml, verify,
 report, clean up. Thin orchestration over tests/hosts/sandbox.sh and ansible-playbook (through
-infra.ansible_run, the runner the host test suite uses too); nothing here decides what a host gets.
+infra.hosts.ansible_run, the runner the host test suite uses too); nothing here decides what a host gets.
 
 Each stage returns a StageResult (success and a one-line summary) and prints its progress as it goes:
 sandbox.sh's own step lines, and each play and task of a playbook run as it starts.
@@ -16,7 +16,7 @@ from typing import TextIO
 
 import yaml
 
-from infra.ansible_run import OVERLAY, PLAY, PLAYBOOKS, TASK, PlaybookRun, run_playbook, sandbox
+from infra.hosts.ansible_run import OVERLAY, PLAY, PLAYBOOKS, TASK, PlaybookRun, run_playbook, sandbox
 
 BOOTSTRAP = "site.yml"
 # Another part of the host layer adds it: the read-only checks of a real environment, run if present.
