@@ -4,7 +4,7 @@ The files are what the Pulumi components declare (the same `Concern`s), written 
 one multi-document YAML file per concern (objects sorted by apiVersion, kind, namespace, name; keys
 sorted), `helm-releases.yaml` (chart, repository, version and values of each release), and each
 concern's extra files (the device plugin's configs, the mig-parted config). Every object is validated
-offline first (infra/cluster/validate.py: the OpenAPI schemas of the spec's Kubernetes version in
+offline first (infra/cluster/validation/validate.py: the OpenAPI schemas of the spec's Kubernetes version in
 strict mode, the project's own checks, the project's CRD schemas); on any problem nothing is written.
 """
 
@@ -20,7 +20,7 @@ import yaml
 
 from infra.cluster.concerns import build_concerns
 from infra.cluster.objects import Concern, key
-from infra.cluster.validate import Problem, validate
+from infra.cluster.validation.validate import Problem, validate
 from infra.model.resolve import resolve
 from infra.spec import Environment
 

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 
 from infra.cluster.nodes import merged_taints
 from infra.cluster.objects import Concern, HelmRelease, Obj
-from infra.cluster.validate import crd_definitions
+from infra.cluster.validation.validate import crd_definitions
 
 PATCH_FORCE = "pulumi.com/patchForce"
 TYPE_PREFIX = "k8s-node-pools:cluster"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from infra.cluster import gpu, networking, nodes, scheduling, storage, tenancy
 from infra.cluster.objects import Concern
-from infra.cluster.validate import crd_definitions
+from infra.cluster.validation.validate import crd_definitions
 from infra.model.resolve import Resolved
 
 BUILDERS = (nodes.build, tenancy.build, networking.build, storage.build, gpu.build, scheduling.build)

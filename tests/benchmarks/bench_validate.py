@@ -1,4 +1,4 @@
-"""Benchmark: offline validation (infra.cluster.validate) of N Node-like objects plus one of every other kind.
+"""Benchmark: offline validation (infra.cluster.validation.validate) of N Node-like objects plus one of every other kind.
 
     .venv/bin/python tests/benchmarks/bench_validate.py [--sizes 10 100 1000 5000] [--version 1.34.2] [--compare]
 
@@ -46,7 +46,7 @@ def node(i):
 
 objects = [node(i) for i in range(nodes)] + valid_objects()
 start = time.perf_counter()
-from infra.cluster.validate import project_problems, schema_problems, validate
+from infra.cluster.validation.validate import project_problems, schema_problems, validate
 imported = time.perf_counter()
 problems = validate(objects, version)
 cold = time.perf_counter()

@@ -1,7 +1,7 @@
 """Offline validation of rendered Kubernetes objects: valid objects of every kind the cluster layer renders
 pass; each broken one yields the Problem expected, from the layer expected.
 
-For the project's own checks (infra.cluster.rules) each case also shows the schema layer alone passes
+For the project's own checks (infra/cluster/validation/) each case also shows the schema layer alone passes
 the object: the own check is what catches it, so removing the check fails its case.
 """
 
@@ -12,10 +12,10 @@ import random
 import jsonschema
 import pytest
 
-from infra.cluster import rules
-from infra.cluster import validate as validation
-from infra.cluster.rules import label_value, parse_quantity, qualified_name
-from infra.cluster.validate import (
+from infra.cluster.validation import rules
+from infra.cluster.validation import validate as validation
+from infra.cluster.validation.syntax import label_value, parse_quantity, qualified_name
+from infra.cluster.validation.validate import (
     Problem,
     crd_definitions,
     project_problems,
@@ -678,7 +678,7 @@ def test_a_crd_schema_becomes_a_strict_json_schema():
 def test_crds_of_protected_groups_carry_the_api_approval_annotation():
     """The API server refuses a CRD of a *.k8s.io or *.kubernetes.io group without
     api-approved.kubernetes.io (found by the real `pulumi up` of the example, issue 8)."""
-    from infra.cluster.validate import crd_definitions
+    from infra.cluster.validation.validate import crd_definitions
 
     protected = [crd for crd in crd_definitions()
                  if crd["spec"]["group"].endswith((".k8s.io", ".kubernetes.io"))]

@@ -15,10 +15,10 @@ Two layers, both pure (no cluster, no network):
   `scheduling.k8s.io`'s files). Custom resources are validated against the openAPIV3Schema of the
   CustomResourceDefinitions this project writes (infra/cluster/crds/), made strict the same way,
   with metadata checked as the built-in ObjectMeta.
-* The project's own checks (infra.cluster.rules): what the API server enforces but the schemas do
-  not say (enumerations, quantity grammar, label and name syntax, ...), run wherever the definition
-  they belong to occurs: each object is walked along its schema, visiting only the parts that can
-  hold a checked definition.
+* The project's own checks (rules.py beside this module, and the modules it gathers): what the API
+  server enforces but the schemas do not say (enumerations, quantity grammar, label and name syntax,
+  ...), run wherever the definition they belong to occurs: each object is walked along its schema,
+  visiting only the parts that can hold a checked definition.
 
 An object with no schema (an unknown apiVersion or kind) is a Problem, never a silent pass.
 """
@@ -38,11 +38,12 @@ from typing import Any
 import jsonschema
 import yaml
 
-from infra.cluster import rules
-from infra.cluster.rules import Check, Path
+from infra.cluster.validation import rules
+from infra.cluster.validation.fields import check_name
+from infra.cluster.validation.syntax import Check, Path, Report
 
 SCHEMA_PACKAGE = "kubernetes_validate"
-CRD_FOLDER = FilePath(__file__).parent / "crds"
+CRD_FOLDER = FilePath(__file__).parent.parent / "crds"
 _MESSAGE_MAX = 400
 
 
@@ -383,7 +384,7 @@ def _schemas(minor: tuple[int, int]) -> _Schemas:
     return _Schemas(_schema_folders()[minor], f"{minor[0]}.{minor[1]}")
 
 
-def _walk(value: Any, plan: _Plan, path: Path, report: rules.Report) -> None:
+def _walk(value: Any, plan: _Plan, path: Path, report: Report) -> None:
     for check in plan.checks:
         check(value, path, report)
     if isinstance(value, Mapping):
@@ -462,7 +463,7 @@ def _object_problems(obj: Any, schemas: _Schemas, *, schema: bool, own: bool) ->
             for path, message in _schema_messages(validator, obj):
                 report(path, message)
     if own:
-        rules.check_name(kind, obj, report)
+        check_name(kind, obj, report)
         definition = schemas.definition_name(api_version, kind)
         plan = schemas.plan(definition) if definition else None
         if plan is not None:
@@ -496,5 +497,5 @@ def schema_problems(objects: Iterable[Mapping[str, Any]], kube_version: str) -> 
 
 
 def project_problems(objects: Iterable[Mapping[str, Any]], kube_version: str) -> list[Problem]:
-    """The project's own checks alone (infra.cluster.rules)."""
+    """The project's own checks alone (infra/cluster/validation/rules.py and the modules it gathers)."""
     return _validate(objects, kube_version, schema=False, own=True)
