@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 from infra.knowledge.units import parse_quantity
-from infra.planning.scheduler import Obj, key_of
+from infra.planning.filters import Obj
+from infra.planning.scheduler import key_of
 
 _VALIDATED = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory")
 

@@ -30,7 +30,8 @@ from infra.model.capacity import host_capacity
 from infra.model.resolve import Resolved, resolve
 from infra.model.workloads import Demand, demands, pool_offers
 from infra.planning.admission import Quotas
-from infra.planning.scheduler import GROUP_ANNOTATION, NO_PROVISIONER, Cluster, Obj, Outcome, key_of
+from infra.planning.filters import Obj
+from infra.planning.scheduler import GROUP_ANNOTATION, NO_PROVISIONER, Cluster, Outcome, key_of
 from infra.spec import Environment, Pool
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"

@@ -2,8 +2,9 @@
 
 Input and output are the objects a cluster holds (Node, Pod, PersistentVolumeClaim, PersistentVolume,
 StorageClass, Volcano PodGroup) as dicts, so the same pods on the same Node objects can be handed to
-a real kube-scheduler and the two answers compared (quota admission is infra.planning.admission). What is
-mirrored:
+a real kube-scheduler and the two answers compared (quota admission is infra.planning.admission; what
+one pod asks and whether one node's labels and taints let it in, with the scheduler's wording, is
+infra.planning.filters). What is mirrored:
 
 - Queue order (PrioritySort): higher spec.priority first, then the order given.
 - Filters, in the default profile's order, each node stopping at its first failing plugin:
@@ -30,7 +31,8 @@ alignment the kubelet enforces after binding (a check, KUBELET-TOPOLOGY-FIT / WO
 
 For speed, nodes that look the same to the filters (same relevant labels, taints and allocatable)
 form a class, and within a class nodes in the same state (same requests bound, same free volumes)
-share a bucket: each pod is tried once per bucket, not once per node.
+share a bucket: each pod is tried once per bucket, not once per node. Those caches are the state every
+method of Cluster shares, so the class stays whole.
 """
 
 from __future__ import annotations
@@ -41,13 +43,25 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING
-from functools import lru_cache
 from typing import Any
 
-from infra.knowledge.units import parse_quantity
-
-Obj = dict[str, Any]
+from infra.planning.filters import (
+    REASON_AFFINITY,
+    REASON_PODS,
+    REASON_UNSCHEDULABLE,
+    REASON_VOLUMES,
+    Obj,
+    amount_of,
+    amounts_of,
+    matches,
+    matches_term,
+    no_nodes_message,
+    non_zero_request,
+    pod_requests,
+    selector_keys,
+    tolerates,
+    untolerated_taint,
+)
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's: the PodGroup a pod belongs to
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
@@ -55,24 +69,9 @@ MAX_NODE_SCORE = 100
 NON_ZERO_CPU_MILLI = 100  # the scheduler's defaults for pods without requests, in scoring only
 NON_ZERO_MEMORY = 200 * 2**20
 
-REASON_UNSCHEDULABLE = "node(s) were unschedulable"
-REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
-REASON_VOLUMES = "node(s) didn't find available persistent volumes to bind"
-REASON_PODS = "Too many pods"
 _BASE_RESOURCES = ("pods", "cpu", "memory", "ephemeral-storage")
 _STATIC_FIELDS = ("tolerations", "nodeSelector", "affinity")  # what the label and taint filters read
 _TEMPLATE_FIELDS = (*_STATIC_FIELDS, "containers", "initContainers", "overhead")  # all the scheduler reads
-
-
-def no_nodes_message(nodes: int, reasons: Counter[str]) -> str:
-    """kube-scheduler's FitError: "0/9 nodes are available: 2 Insufficient cpu, 7 node(s) had ...". """
-    histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
-    return f"0/{nodes} nodes are available: {', '.join(histogram)}."
-
-
-def untolerated_taint(taint: Obj) -> str:
-    """TaintToleration's reason, naming the first taint of the node the pod does not tolerate."""
-    return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
 
 
 def scheduler_configuration(extended_resources: Iterable[str]) -> Obj:
@@ -91,118 +90,6 @@ def scheduler_configuration(extended_resources: Iterable[str]) -> Obj:
                 "scoringStrategy": {"type": "MostAllocated", "resources": resources}}}],
         }],
     }
-
-
-# ---------------------------------------------------------------- quantities
-
-
-@lru_cache(maxsize=4096)
-def _amount(resource: str, quantity: str) -> int:
-    """A quantity in the scheduler's integer units: millicores for cpu, else the value rounded up."""
-    value = parse_quantity(quantity)
-    if resource == "cpu":
-        value *= 1000
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
-
-
-def _amounts(resources: dict[str, Any] | None) -> dict[str, int]:
-    return {name: _amount(name, str(value)) for name, value in (resources or {}).items()}
-
-
-def pod_requests(pod: Obj) -> dict[str, int]:
-    """What the pod asks of a node: its containers' requests summed, at least each init container's,
-    plus its overhead (resourcehelper.PodRequests)."""
-    spec = pod.get("spec", {})
-    total: Counter[str] = Counter()
-    for container in spec.get("containers", []):
-        total.update(_amounts(container.get("resources", {}).get("requests")))
-    for container in spec.get("initContainers", []):
-        for name, value in _amounts(container.get("resources", {}).get("requests")).items():
-            total[name] = max(total[name], value)
-    total.update(_amounts(spec.get("overhead")))
-    return {name: value for name, value in total.items() if value}
-
-
-def _non_zero(pod: Obj, resource: str, default: int) -> int:
-    """The scheduler's non-zero request for scoring: a container without a request counts `default`."""
-    total = 0
-    for container in pod.get("spec", {}).get("containers", []):
-        requests = container.get("resources", {}).get("requests") or {}
-        total += _amount(resource, str(requests[resource])) if resource in requests else default
-    return total
-
-
-# ---------------------------------------------------------------- filters on labels and taints
-
-
-def _tolerates(tolerations: list[Obj], taint: Obj) -> bool:
-    for toleration in tolerations:
-        effect = toleration.get("effect")
-        if effect and effect != taint.get("effect"):
-            continue
-        key = toleration.get("key")
-        operator = toleration.get("operator", "Equal")
-        if not key:
-            if operator == "Exists":
-                return True
-            continue
-        if key != taint.get("key"):
-            continue
-        if operator == "Exists" or toleration.get("value", "") == taint.get("value", ""):
-            return True
-    return False
-
-
-def _requirement(labels: dict[str, str], expression: Obj) -> bool:
-    key, operator, values = str(expression.get("key")), expression.get("operator"), expression.get("values") or []
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    if operator in ("Gt", "Lt") and present and len(values) == 1:
-        try:
-            have, bound = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if operator == "Gt" else have < bound
-    return False
-
-
-def _term(labels: dict[str, str], name: str, term: Obj) -> bool:
-    expressions = term.get("matchExpressions") or []
-    fields = term.get("matchFields") or []
-    if not expressions and not fields:
-        return False  # an empty term matches nothing
-    return (all(_requirement(labels, e) for e in expressions)
-            and all(_requirement({"metadata.name": name}, f) for f in fields))
-
-
-def _matches(pod_spec: Obj, labels: dict[str, str], name: str) -> bool:
-    selector = pod_spec.get("nodeSelector") or {}
-    if any(labels.get(key) != value for key, value in selector.items()):
-        return False
-    required = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution"))
-    if required is None:
-        return True
-    return any(_term(labels, name, term) for term in required.get("nodeSelectorTerms") or [])
-
-
-def _selector_keys(pod_spec: Obj) -> tuple[set[str], bool]:
-    """The node label keys a pod's selectors read, and whether they read the node's name."""
-    keys = set((pod_spec.get("nodeSelector") or {}).keys())
-    by_name = False
-    required = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution")) or {}
-    for term in required.get("nodeSelectorTerms") or []:
-        keys.update(e.get("key") for e in term.get("matchExpressions") or [])
-        by_name = by_name or bool(term.get("matchFields"))
-    return keys, by_name
 
 
 # ---------------------------------------------------------------- the cluster's state
@@ -239,7 +126,7 @@ class Cluster:
         self._labels = [dict(node["metadata"].get("labels") or {}) for node in nodes]
         self._taints = [list((node.get("spec") or {}).get("taints") or []) for node in nodes]
         self._cordoned = [bool((node.get("spec") or {}).get("unschedulable")) for node in nodes]
-        allocatable = [_amounts((node.get("status") or {}).get("allocatable")) for node in nodes]
+        allocatable = [amounts_of((node.get("status") or {}).get("allocatable")) for node in nodes]
         others = {name for amounts in allocatable for name in amounts} - set(_BASE_RESOURCES)
         self.resources = [*_BASE_RESOURCES, *sorted(others)]
         self._slot = {name: i for i, name in enumerate(self.resources)}
@@ -279,7 +166,7 @@ class Cluster:
             spec = volume.get("spec") or {}
             if spec.get("claimRef"):
                 continue
-            size = _amount("storage", str((spec.get("capacity") or {}).get("storage", 0)))
+            size = amount_of("storage", str((spec.get("capacity") or {}).get("storage", 0)))
             item = _Volume(str(volume["metadata"]["name"]), str(spec.get("storageClassName", "")), size)
             for i in self._volume_nodes(spec, by_label):
                 free[i].append((item.storage_class, item.size, item.name))
@@ -297,7 +184,7 @@ class Cluster:
                                      for i in by_label.get((expressions[0].get("key"), value), [])})
             else:
                 candidates = list(range(len(self.names)))
-            found += [i for i in candidates if _term(self._labels[i], self.names[i], term)]
+            found += [i for i in candidates if matches_term(self._labels[i], self.names[i], term)]
         return sorted(set(found))
 
     # -------------------------------------------------------------- classes and buckets
@@ -307,7 +194,7 @@ class Cluster:
         keys: set[str] = set(self._class_key[0]) if self._class_key else set()
         by_name = self._class_key[1] if self._class_key else False
         for pod in pods:
-            more, named = _selector_keys(pod.get("spec") or {})
+            more, named = selector_keys(pod.get("spec") or {})
             keys |= more
             by_name = by_name or named
         wanted = (frozenset(keys), by_name)
@@ -378,10 +265,10 @@ class Cluster:
                 reasons[c] = REASON_UNSCHEDULABLE
                 continue
             untolerated = next((t for t in self._taints[i] if t.get("effect") in ("NoSchedule", "NoExecute")
-                                and not _tolerates(tolerations, t)), None)
+                                and not tolerates(tolerations, t)), None)
             if untolerated is not None:
                 reasons[c] = untolerated_taint(untolerated)
-            elif not _matches(pod_spec, self._labels[i], self.names[i]):
+            elif not matches(pod_spec, self._labels[i], self.names[i]):
                 reasons[c] = REASON_AFFINITY
             else:
                 feasible.append(c)
@@ -415,7 +302,7 @@ class Cluster:
             storage_class = str(spec.get("storageClassName", ""))
             if spec.get("volumeName") or storage_class not in self._static_classes:
                 continue  # bound already, or provisioned on demand
-            size = _amount("storage", str(((spec.get("resources") or {}).get("requests") or {}).get("storage", 0)))
+            size = amount_of("storage", str(((spec.get("resources") or {}).get("requests") or {}).get("storage", 0)))
             found.append((f"{namespace}/{name}", storage_class, size))
         return found
 
@@ -453,7 +340,7 @@ class Cluster:
         vector, unknown = self._vector(pod)
         claimed = self._claims_of(pod, claims)
         wanted = tuple((storage_class, size) for _, storage_class, size in claimed)
-        non_zero = (_non_zero(pod, "cpu", NON_ZERO_CPU_MILLI), _non_zero(pod, "memory", NON_ZERO_MEMORY))
+        non_zero = (non_zero_request(pod, "cpu", NON_ZERO_CPU_MILLI), non_zero_request(pod, "memory", NON_ZERO_MEMORY))
         asked = (tuple(vector), non_zero, tuple(unknown), wanted)
         best: tuple[int, int] | None = None
         best_volumes: tuple[str, ...] = ()

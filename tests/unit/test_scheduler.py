@@ -353,8 +353,8 @@ def test_another_namespace_is_not_charged():
 def reference(nodes, pods):
     """kube-scheduler one node at a time, with the filters and score written out plainly."""
     def amount(name, value):
-        from infra.planning.scheduler import _amount
-        return _amount(name, str(value))
+        from infra.planning.filters import amount_of
+        return amount_of(name, str(value))
 
     free = [{k: amount(k, v) for k, v in n["status"]["allocatable"].items()} for n in nodes]
     held = [[0, 0] for _ in nodes]
