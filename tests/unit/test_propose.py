@@ -14,7 +14,9 @@ from infra.checks import has_errors, run_checks
 from infra.knowledge import gpu_models
 from infra.model.mig import placement
 from infra.planning.fit import fit
-from infra.planning.propose import FIXABLE, _fits, _program, mig_layouts, propose, render, report, reshaped_env
+from infra.planning.propose import FIXABLE, propose, render, report
+from infra.planning.propose.candidates import mig_layouts, reshaped_env
+from infra.planning.propose.program import _fits, build_program
 from infra.spec import load_environment
 
 EXAMPLE = ROOT / "inventories" / "example"
@@ -95,7 +97,7 @@ def instance(inventory, seed, mig=True):
 
 
 def relaxed_feasible(program, name, k, hosts):
-    """The model as written in infra/planning/propose.py's docstring, for one pool on `hosts` hosts of candidate k."""
+    """The model as written in infra/planning/propose/__init__.py's docstring, for one pool on `hosts` hosts of candidate k."""
     entry = program.sized[name]
     served = [need for need in program.needs if need.pools == [name]]
     candidate = entry.candidates[k]
@@ -131,7 +133,7 @@ def cheapest_by_exhaustive_search(program):
 def test_the_programs_optimum_is_the_exhaustive_searchs(inventory, write, seed):
     env = load_environment(write(instance(inventory, seed)))
     assert not has_errors([f for f in run_checks(env) if f.code not in FIXABLE])
-    program, _, _, problem = _program(env)
+    program, _, _, problem = build_program(env)
     assert problem == ""
     assert all(len(need.pools) == 1 for need in program.needs)
     choice, status, _, _ = program.solve()
@@ -163,7 +165,7 @@ def cheapest_that_fit_accepts(env, program):
 @pytest.mark.parametrize("seed", range(4))
 def test_the_proposal_is_the_cheapest_inventory_fit_accepts(inventory, write, seed):
     env = load_environment(write(instance(inventory, seed, mig=False)))
-    program, _, _, _ = _program(env)
+    program, _, _, _ = build_program(env)
     result = propose(env)
     assert not isinstance(result, str), result
     assert result.monthly == pytest.approx(cheapest_that_fit_accepts(env, program))
