@@ -130,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --hosts: keep the hosts running afterwards, so a re-run is warm")
     run.add_argument("--real-cluster", action="store_true",
                      help="then apply the inventory's stack with the real Pulumi CLI to a local control plane, "
-                          "run the probes and tear down (needs ./dev.sh tools; infra/live/realcluster.py)")
+                          "run the probes and tear down (needs ./dev.sh tools; infra/live/stages.py)")
     run.add_argument("--all", action="store_true",
                      help="the whole pipeline: --hosts and --real-cluster (what ./dev.sh run does on the sandbox)")
     run.set_defaults(run=_run, json=False)
@@ -336,7 +336,7 @@ def _run(args: argparse.Namespace) -> int:
         stages += [(name, _said(stage)) for name, stage in hosts.stages()]
         finally_.append(("clean up hosts", _said(hosts.cleanup)))
     if args.real_cluster or args.all:
-        from infra.live.realcluster import main_job_stages  # imports the cluster layer: only when asked
+        from infra.live.stages import main_job_stages  # imports the cluster layer: only when asked
 
         real, cleanup = main_job_stages(args.inventory)
         stages += real

@@ -26,7 +26,9 @@ from bench_check_plan import ROOT, generate
 
 sys.path.insert(0, str(ROOT))
 
-from infra.live.realcluster import REAL, LocalCluster, Stack, pulumi_resource_count
+from infra.live.compare import pulumi_resource_count
+from infra.live.controlplane import LocalCluster
+from infra.live.pulumi_cli import REAL, Stack
 
 PAGE = 4096
 

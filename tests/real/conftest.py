@@ -15,7 +15,8 @@ from subprocess import CompletedProcess
 
 import pytest
 
-from infra.live.realcluster import LocalCluster, Stack, ToolsMissing, tool_paths
+from infra.live.controlplane import LocalCluster, ToolsMissing, tool_paths
+from infra.live.pulumi_cli import Stack
 
 
 @pytest.fixture(scope="session")

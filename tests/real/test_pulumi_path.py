@@ -15,8 +15,9 @@ from subprocess import CompletedProcess
 import pytest
 
 from infra.live import probes
+from infra.live.compare import not_as_rendered, project_objects_left, pulumi_resource_count
+from infra.live.controlplane import LocalCluster
 from infra.live.kubeapi import Kube, wait_for
-from infra.live.realcluster import LocalCluster, not_as_rendered, project_objects_left, pulumi_resource_count
 from infra.model.resolve import Resolved, resolve
 from infra.spec import load_environment
 
