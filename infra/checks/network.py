@@ -6,7 +6,7 @@ import ipaddress
 import itertools
 
 from infra.checks.base import Report, rule
-from infra.knowledge import platform
+from infra.knowledge.platform import platform
 from infra.model.network import node_blocks, service_capacity, usable_addresses
 from infra.model.resolve import Resolved
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from infra.checks.base import Report, machine_fact, rule
-from infra.knowledge import platform
+from infra.knowledge.platform import platform
 from infra.knowledge.units import GIB, parse_cpu_list, parse_quantity
 from infra.model.capacity import describe_hosts, host_capacity
 from infra.model.conntrack import BUCKETS_SYSCTL, MAX_SYSCTL, conntrack, kube_proxy_settings

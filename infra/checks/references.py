@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from infra.checks.base import Report, gpu_fact, machine_fact, rule, storage_fact
-from infra.knowledge import gpu_models, platform
+from infra.knowledge.gpus import gpu_models
+from infra.knowledge.platform import platform
 from infra.model.resolve import Resolved
 
 KUBE_VERSION = rule(

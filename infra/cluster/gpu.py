@@ -32,7 +32,8 @@ from infra.cluster.nodes import MIG_DISABLED, device_plugin_config_name
 from infra.cluster.nodes import mig_config_name as node_mig_config_name
 from infra.cluster.objects import Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import gpu_pools, on_pools
-from infra.knowledge import Image, chart_values, versions
+from infra.knowledge.chart_values import chart_values
+from infra.knowledge.versions import Image, versions
 from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
 

@@ -31,7 +31,8 @@ from typing import Any
 
 from infra.cluster.objects import SYSTEM_NAMESPACE, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import everywhere, on_pools
-from infra.knowledge import ValueKey, chart_values, versions
+from infra.knowledge.chart_values import ValueKey, chart_values
+from infra.knowledge.versions import versions
 from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
 

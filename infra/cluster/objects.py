@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.knowledge import Component, versions
+from infra.knowledge.versions import Component, versions
 
 Obj = dict[str, Any]
 

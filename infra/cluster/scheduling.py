@@ -35,7 +35,9 @@ import yaml
 from infra.cluster.nodes import POOL_KIND_LABEL, pool_taints
 from infra.cluster.objects import Concern, HelmRelease, Obj, key, obj
 from infra.cluster.placement import gpu_pools, pool_affinity
-from infra.knowledge import chart_values, platform, versions
+from infra.knowledge.chart_values import chart_values
+from infra.knowledge.platform import platform
+from infra.knowledge.versions import versions
 from infra.model.capacity import combined, pool_capacity
 from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool

@@ -21,7 +21,8 @@ from typing import Any
 from infra.cluster.networking import values_tree
 from infra.cluster.objects import SYSTEM_NAMESPACE, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import everywhere, on_pools
-from infra.knowledge import chart_values, csi_drivers
+from infra.knowledge.chart_values import chart_values
+from infra.knowledge.csi_drivers import csi_drivers
 from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
 from infra.spec.models import StorageClassSpec

@@ -32,7 +32,7 @@ import re
 
 from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import LABEL_PREFIX, SYSTEM_NAMESPACE, Concern, Obj, key, obj
-from infra.knowledge import platform
+from infra.knowledge.platform import platform
 from infra.knowledge.units import parse_quantity
 from infra.model.resolve import Resolved
 from infra.spec.models import LimitRangeSpec, PriorityClass, Tenant

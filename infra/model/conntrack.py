@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from infra.knowledge import platform
+from infra.knowledge.platform import platform
 from infra.spec.models import ClusterVars, PoolVars
 
 MAX_SYSCTL = "net.netfilter.nf_conntrack_max"

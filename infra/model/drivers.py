@@ -21,7 +21,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from infra.knowledge import gpu_models, platform, version_key
+from infra.knowledge.base import version_key
+from infra.knowledge.gpus import gpu_models
+from infra.knowledge.platform import platform
 
 Status = Literal["ok", "minor-compat", "too-old", "unknown-cuda", "gpu-unsupported"]
 

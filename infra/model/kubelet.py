@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from infra.knowledge import platform
+from infra.knowledge.platform import platform
 from infra.knowledge.units import parse_cpu_list, parse_quantity
 from infra.spec.models import ClusterVars, Machine, PoolVars
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 
-from infra.knowledge import MEDIA_EXTENSIONS, MigGeometry, chart_values, gpu_models
+from infra.knowledge.chart_values import chart_values
+from infra.knowledge.gpus import MEDIA_EXTENSIONS, MigGeometry, gpu_models
 
 
 def mig_resource_name(profile: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from infra.knowledge import GpuModel, gpu_models
+from infra.knowledge.gpus import GpuModel, gpu_models
 from infra.spec import Environment, Host, Pool
 from infra.spec.models import Machine
 

@@ -24,7 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from infra.knowledge import chart_values, gpu_models
+from infra.knowledge.chart_values import chart_values
+from infra.knowledge.gpus import gpu_models
 from infra.knowledge.units import parse_quantity
 from infra.model.capacity import SHARED_GPU, WHOLE_GPU, gpu_resources
 from infra.model.mig import mig_resource_name

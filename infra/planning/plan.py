@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from infra.knowledge import gpu_models
+from infra.knowledge.gpus import gpu_models
 from infra.knowledge.units import format_gib
 from infra.model.capacity import combined, pool_capacity
 from infra.model.conntrack import conntrack

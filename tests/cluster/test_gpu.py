@@ -31,7 +31,9 @@ from infra.cluster.nodes import (
 )
 from infra.cluster.objects import Concern, HelmRelease, key
 from infra.cluster.placement import gpu_pools, on_pools
-from infra.knowledge import chart_values, gpu_models, versions
+from infra.knowledge.chart_values import chart_values
+from infra.knowledge.gpus import gpu_models
+from infra.knowledge.versions import versions
 from infra.model.capacity import gpu_resources
 from infra.model.mig import placement
 from infra.model.resolve import Resolved, resolve

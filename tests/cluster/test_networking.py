@@ -13,8 +13,9 @@ from inventory_builder import ROOT, SHIPPED, pools_of
 from infra.cluster import networking
 from infra.cluster.objects import key
 from infra.cluster.placement import everywhere, on_pools
-from infra.knowledge import chart_values, versions
+from infra.knowledge.chart_values import chart_values
 from infra.knowledge.units import parse_quantity
+from infra.knowledge.versions import versions
 from infra.model.resolve import resolve
 from infra.spec import load_environment
 

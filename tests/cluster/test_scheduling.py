@@ -20,7 +20,9 @@ from pydantic import ValidationError
 from infra.cluster import scheduling
 from infra.cluster.nodes import POOL_KIND_LABEL, POOL_LABEL, pool_labels, pool_taints
 from infra.cluster.objects import HelmRelease, key
-from infra.knowledge import Platform, chart_values, platform, versions
+from infra.knowledge.chart_values import chart_values
+from infra.knowledge.platform import Platform, platform
+from infra.knowledge.versions import versions
 from infra.model.capacity import combined, pool_capacity
 from infra.model.resolve import Resolved, resolve
 from infra.spec import load_environment

@@ -11,7 +11,9 @@ from inventory_builder import ROOT, SHIPPED
 from infra.cluster import storage
 from infra.cluster.objects import key
 from infra.cluster.placement import everywhere, on_pools
-from infra.knowledge import chart_values, csi_drivers, validate_csi_drivers, versions
+from infra.knowledge.chart_values import chart_values
+from infra.knowledge.csi_drivers import csi_drivers, validate_csi_drivers
+from infra.knowledge.versions import versions
 from infra.model.resolve import resolve
 from infra.spec import load_environment
 

@@ -29,7 +29,7 @@ from infra.checks import run_checks
 from infra.cluster import tenancy
 from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import MANAGED_BY, key
-from infra.knowledge import Platform, platform
+from infra.knowledge.platform import Platform, platform
 from infra.knowledge.units import parse_quantity
 from infra.model.capacity import SHARED_GPU, WHOLE_GPU
 from infra.model.resolve import resolve

@@ -2,7 +2,8 @@
 
 import pytest
 
-from infra.knowledge import gpu_models, platform
+from infra.knowledge.gpus import gpu_models
+from infra.knowledge.platform import platform
 from infra.model.drivers import DriverVerdict, driver_verdict
 
 

@@ -5,7 +5,8 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from infra.knowledge import GpuModel, Platform, gpu_models, platform
+from infra.knowledge.gpus import GpuModel, gpu_models
+from infra.knowledge.platform import Platform, platform
 from infra.model.mig import memory_fraction, mig_resource_name, placement, within_counts
 
 MIG_MODELS = ["A30-24GB", "A100-40GB", "A100-80GB", "H100-80GB", "H100-94GB", "H200-141GB"]

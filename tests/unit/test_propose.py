@@ -11,7 +11,7 @@ import pytest
 from inventory_builder import ROOT
 
 from infra.checks import has_errors, run_checks
-from infra.knowledge import gpu_models
+from infra.knowledge.gpus import gpu_models
 from infra.model.mig import placement
 from infra.planning.fit import fit
 from infra.planning.propose import FIXABLE, propose, render, report

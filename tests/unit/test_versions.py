@@ -11,19 +11,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from infra.knowledge import (
-    FLOATING_NAMES,
-    HERE,
-    Component,
-    Image,
-    KubernetesSupport,
-    ValueKey,
-    chart_values,
-    platform,
-    validate_chart_values,
-    validate_versions,
-    versions,
-)
+from infra.knowledge.base import HERE
+from infra.knowledge.chart_values import ValueKey, chart_values, validate_chart_values
+from infra.knowledge.platform import platform
+from infra.knowledge.versions import FLOATING_NAMES, Component, Image, KubernetesSupport, validate_versions, versions
 
 # What the cluster layer deploys (the list), by the names versions.yml uses.
 EXPECTED = {

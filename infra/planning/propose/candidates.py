@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 
 from infra.checks import run_checks
-from infra.knowledge import MEDIA_EXTENSIONS, gpu_models
+from infra.knowledge.gpus import MEDIA_EXTENSIONS, gpu_models
 from infra.knowledge.units import GIB
 from infra.model.capacity import host_capacity
 from infra.model.mig import placement

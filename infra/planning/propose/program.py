@@ -18,7 +18,7 @@ from typing import Any
 
 import highspy
 
-from infra.knowledge import MEDIA_EXTENSIONS
+from infra.knowledge.gpus import MEDIA_EXTENSIONS
 from infra.knowledge.units import GIB, parse_quantity
 from infra.model.network import node_blocks
 from infra.model.workloads import Demand, Offer, demands, device_memory_gib
