@@ -1,25 +1,20 @@
-"""The Pulumi edge: load the stack's environment, refuse it on errors, declare what follows from it.
+"""The Pulumi program (the repository's __main__.py runs it): read the stack's config, load its environment,
+refuse it on errors, export the plan, then declare the cluster (infra.cluster.components).
 
-One component per concern of the cluster layer (node pools, tenancy, GPU sharing, scheduling,
-networking, storage), each over the same pure objects `python -m infra render` writes. The
-Kubernetes provider is explicit, from the stack's config (kubeconfig, context): never the ambient one.
+It composes the checks, the plan and the cluster layer's Pulumi edge, so it sits on top beside the CLI,
+as the CLI composes them for `python -m infra`.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from infra.checks import has_errors, run_checks
-from infra.cluster.components import ConcernArgs, ConcernComponent
-from infra.cluster.concerns import AFTER, build_concerns
-from infra.model.resolve import resolve
+from infra.cluster.components import ClusterSettings, declare_cluster
 from infra.planning.plan import build_plan
-from infra.spec import Environment, SpecError, load_environment
+from infra.spec import SpecError, load_environment
 
 INVENTORY_KEY = "inventory"
 """The stack's setting, in the project's namespace: `k8s-node-pools:inventory` in Pulumi.<stack>.yaml."""
@@ -55,39 +50,11 @@ def stack_inventory() -> str:
     return config.require(INVENTORY_KEY)
 
 
-@dataclass(frozen=True)
-class ClusterSettings:
-    """How the stack reaches its cluster (Pulumi.<stack>.yaml, project namespace).
-
-    kubeconfig     path of the cluster's kubeconfig file (`~` expanded; relative to the project folder)
-    context        the kubeconfig context; "" for its current context
-    helm_releases  false leaves the Helm releases out (no chart repository reachable, e.g. a test cluster)
-    """
-
-    kubeconfig: str
-    context: str = ""
-    helm_releases: bool = True
-
-
 def stack_settings() -> ClusterSettings:
     config = pulumi.Config()
     helm = config.get_bool("helmReleases")
     return ClusterSettings(kubeconfig=config.require("kubeconfig"), context=config.get("context") or "",
                            helm_releases=True if helm is None else helm)
-
-
-def declare_cluster(env: Environment, settings: ClusterSettings) -> dict[str, ConcernComponent]:
-    """One component per concern, all through one explicit provider."""
-    provider = k8s.Provider("cluster", kubeconfig=os.path.expanduser(settings.kubeconfig),
-                            context=settings.context or None, enable_server_side_apply=True)
-    components: dict[str, ConcernComponent] = {}
-    for concern in build_concerns(resolve(env), settings.helm_releases):
-        components[concern.name] = ConcernComponent(concern.name, ConcernArgs(
-            concern=concern, provider=provider, helm_releases=settings.helm_releases,
-            depends_on=tuple(components[name] for name in AFTER.get(concern.name, ()) if name in components)))
-    pulumi.export("cluster", {name: {"objects": len(c.objects), "releases": sorted(c.releases)}
-                              for name, c in components.items()})
-    return components
 
 
 def declare(inventory: str, settings: ClusterSettings | None = None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The Pulumi edge of the cluster layer: one ComponentResource per concern over the pure objects.
+"""The Pulumi edge of the cluster layer: one ComponentResource per concern over the pure objects, all
+declared through one explicit provider from the stack's settings (`declare_cluster`).
 
 A component declares each plain object as the Kubernetes resource of its apiVersion and kind (the type
 token the provider knows, `kubernetes:<group>/<version>:<Kind>`), its Helm releases as pinned
@@ -9,15 +10,19 @@ is the pool's taints plus every live taint whose key the pool does not own (infr
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from infra.cluster.concerns import AFTER, build_concerns
 from infra.cluster.nodes import merged_taints
 from infra.cluster.objects import Concern, HelmRelease, Obj
 from infra.cluster.validation.validate import crd_definitions
+from infra.model.resolve import resolve
+from infra.spec import Environment
 
 PATCH_FORCE = "pulumi.com/patchForce"
 TYPE_PREFIX = "k8s-node-pools:cluster"
@@ -126,3 +131,31 @@ def _release(release: HelmRelease, opts: pulumi.ResourceOptions) -> pulumi.Resou
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
         namespace=release.namespace, values=release.values, create_namespace=False, opts=opts,
     )
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """How the stack reaches its cluster (Pulumi.<stack>.yaml, project namespace).
+
+    kubeconfig     path of the cluster's kubeconfig file (`~` expanded; relative to the project folder)
+    context        the kubeconfig context; "" for its current context
+    helm_releases  false leaves the Helm releases out (no chart repository reachable, e.g. a test cluster)
+    """
+
+    kubeconfig: str
+    context: str = ""
+    helm_releases: bool = True
+
+
+def declare_cluster(env: Environment, settings: ClusterSettings) -> dict[str, ConcernComponent]:
+    """One component per concern, all through one explicit provider."""
+    provider = k8s.Provider("cluster", kubeconfig=os.path.expanduser(settings.kubeconfig),
+                            context=settings.context or None, enable_server_side_apply=True)
+    components: dict[str, ConcernComponent] = {}
+    for concern in build_concerns(resolve(env), settings.helm_releases):
+        components[concern.name] = ConcernComponent(concern.name, ConcernArgs(
+            concern=concern, provider=provider, helm_releases=settings.helm_releases,
+            depends_on=tuple(components[name] for name in AFTER.get(concern.name, ()) if name in components)))
+    pulumi.export("cluster", {name: {"objects": len(c.objects), "releases": sorted(c.releases)}
+                              for name, c in components.items()})
+    return components

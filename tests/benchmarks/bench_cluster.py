@@ -42,7 +42,8 @@ class Mocks(pulumi.runtime.Mocks):
         return {}
 
 pulumi.runtime.set_mocks(Mocks(), project="k8s-node-pools", stack="bench", preview=False)
-from infra.stack import ClusterSettings, declare
+from infra.cluster.components import ClusterSettings
+from infra.stack import declare
 
 @pulumi.runtime.test
 def program():

@@ -12,12 +12,12 @@ import pytest
 from inventory_builder import ROOT, SHIPPED
 
 from infra.cluster import nodes as node_labels
-from infra.cluster.components import resource_name, type_token
+from infra.cluster.components import ClusterSettings, resource_name, type_token
 from infra.model.capacity import pool_capacity
 from infra.model.resolve import resolve
 from infra.render import render
 from infra.spec import Environment, load_environment
-from infra.stack import ClusterSettings, declare
+from infra.stack import declare
 
 SETTINGS = ClusterSettings(kubeconfig="/nonexistent/kubeconfig-of-the-test-cluster")
 RELEASE = "kubernetes:helm.sh/v3:Release"
