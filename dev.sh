@@ -58,7 +58,7 @@ case "$command" in
     ;;
   test)
     setup
-    # tests/real runs the pinned Go tools: built on first use (about 25 min cold), skipped once built.
+    # tests/live runs the pinned Go tools: built on first use (about 25 min cold), skipped once built.
     tools/build.sh
     echo "dev.sh: ruff check" >&2
     "$VENV/bin/ruff" check --quiet .

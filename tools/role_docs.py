@@ -3,7 +3,7 @@
     python tools/role_docs.py          rewrite the tables (between the README's role-variables markers)
     python tools/role_docs.py --check  exit 1 naming each README whose table is out of date
 
-Hand-copied variable tables drift from the role; tests/unit/test_roles.py runs --check's logic.
+Hand-copied variable tables drift from the role; tests/hosts/test_roles.py runs --check's logic.
 """
 
 from __future__ import annotations

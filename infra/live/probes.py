@@ -4,7 +4,7 @@ Probe pods per tenant, chosen from the environment (no tenant or pool is named h
 what it expects, creates its pods through the API, reads what the API server, the scheduler and the
 controllers did (kwok stands in for the kubelets: pods become Running, deletions finish) and removes its
 pods again. A probe returns a ProbeResult whose `detail` names the pods and where they landed, or why it
-failed; each one fails when the thing it proves is broken (tests/real show one sabotage per group).
+failed; each one fails when the thing it proves is broken (tests/live show one sabotage per group).
 
     no_gpu_without_toleration   a pod without the GPU pool's tolerations never lands on a GPU node
     mig_lands_on_mig_pool       a pod asking a MIG profile lands on the pool that advertises it

@@ -32,7 +32,7 @@ def _as_text(value):
 def cli_config(stack_config: dict) -> dict[str, str]:
     """The config the CLI passes the program (PULUMI_CONFIG) for a stack file's `config:`: every key in its
     full `<namespace>:<name>` form, a bare key in the project's namespace; Pulumi.yaml's defaults and values
-    for whatever the stack file leaves out. (The CLI's own checks of both files are in tests/unit.)"""
+    for whatever the stack file leaves out. (The CLI's own checks of both files are in tests/test_pulumi_project.py.)"""
     project = PROJECT["name"]
 
     def full(key: str) -> str:
@@ -105,7 +105,7 @@ def test_a_bare_inventory_key_in_a_stack_file_is_the_projects(monkeypatch):
 
 def test_a_stack_without_the_inventory_setting_fails_with_pulumis_missing_config_error(monkeypatch):
     """What the program says if it runs at all (`--skip-config-validation`); the CLI otherwise stops first:
-    "Stack '<stack>' is missing configuration value 'inventory'" (tests/unit/test_pulumi_project.py)."""
+    "Stack '<stack>' is missing configuration value 'inventory'" (tests/test_pulumi_project.py)."""
     with pytest.raises(pulumi.ConfigMissingError) as missing:
         run_program(monkeypatch, cli_config({"aws:region": "eu-west-1"}))
     assert missing.value.key == KEY

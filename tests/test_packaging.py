@@ -19,3 +19,12 @@ def test_dev_sh_gate_names_the_same_range():
     gate = re.search(r"not \((\d+), (\d+)\) <= sys.version_info\[:2\] <= \((\d+), (\d+)\)",
                      (ROOT / "dev.sh").read_text())
     assert gate and gate.groups() == ("3", "11", "3", "13")
+
+
+def test_the_test_command_runs_ruff_and_strict_mypy():
+    from inventory_builder import ROOT
+
+    dev = (ROOT / "dev.sh").read_text()
+    test_branch = dev[dev.index("  test)"):dev.index(";;", dev.index("  test)"))]
+    assert "ruff\" check" in test_branch and "mypy\"" in test_branch and "pytest" in test_branch
+    assert "strict = true" in (ROOT / "pyproject.toml").read_text()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
 FAMILIES = ("etcd", "kubernetes", "kubelet-config-check", "kwok", "pulumi", "pulumi-kubernetes")
 # The project's own Python language host: a module of its own, built by the pulumi family beside the CLI.

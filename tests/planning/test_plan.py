@@ -150,3 +150,13 @@ def test_the_sandbox_exercises_a_mig_pool():
     sandbox = build_plan(load_environment(ROOT / "inventories" / "sandbox"))
     mig = [p for p in sandbox["pools"] if (p["gpu_sharing"] or "").startswith("mig")]
     assert mig and any(name.startswith("nvidia.com/mig-") for p in mig for name in p["gpu_resources"])
+
+
+def test_the_plan_does_not_import_the_checks():
+    """The plan reads the resolved model and the pure arithmetic modules, not the rules."""
+    import subprocess
+    import sys
+
+    code = "import sys, infra.planning.plan; print(sorted(m for m in sys.modules if m.startswith('infra.checks')))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
