@@ -105,6 +105,51 @@ def _fits(need: Need, entry: Sized, candidate: Candidate) -> bool:
     return True
 
 
+# ---------------------------------------------------------------- built from an environment
+
+
+def build_program(env: Environment) -> tuple[Program | None, dict[str, int], list[Demand], str]:
+    """The program for the environment's workloads, or the reason there is none."""
+    media = frozenset(gpu.profile for tenant in env.workloads.values() for w in tenant.values()
+                      if (gpu := w.gpu) is not None and gpu.profile and gpu.profile.endswith(MEDIA_EXTENSIONS))
+    sized: dict[str, Sized] = {}
+    for name, pool in env.pools.items():
+        found = candidates(env, pool, media)
+        current = next((k for k, c in enumerate(found) if c.machine == pool.vars.machine
+                        and c.layout == current_layout(pool)), None)
+        sized[name] = Sized(pool, found, current, len(pool.hosts), [disk.size_gib for disk in pool.vars.local_disks])
+    found_demands = demands(env, _offers(sized))
+    admitted = _admitted(env, found_demands)
+    needs = []
+    for item in found_demands:
+        replicas = admitted.get(item.key, 0)
+        if not replicas:
+            continue
+        requests = {"pods": 1.0}
+        for resource, amount in item.requests.items():
+            scale = GIB if resource == "memory" or resource.startswith("hugepages-") else 1
+            requests[resource] = float(amount / scale)
+        storage = item.spec.storage
+        storage_class = env.cluster.storage_classes[storage.storage_class] if storage else None
+        local = None
+        pools = list(item.pools)
+        if storage is not None and storage_class is not None and storage_class.type == "local":
+            local = float(parse_quantity(storage.size) / GIB)
+            pools = [p for p in pools if p in storage_class.pools]  # its volume lives on these pools' disks
+        need = Need(item, replicas, requests, pools, local)
+        need.pools = [p for p in pools if any(_fits(need, sized[p], c) for c in sized[p].candidates)]
+        if not need.pools:
+            where = ", ".join(item.pools) or "its tenant's pools"
+            return None, admitted, found_demands, (f"no machine of the catalogue in {where} holds one replica of "
+                                                   f"{item.key}")
+        needs.append(need)
+    used = {p for need in needs for p in need.pools}
+    kept_hosts = sum(len(pool.hosts) for name, pool in env.pools.items() if name not in used)
+    kept_hosts += sum(1 for host in env.control_plane if not host.pool)
+    program = Program({name: entry for name, entry in sized.items() if name in used}, needs, kept_hosts, env)
+    return program, admitted, found_demands, ""
+
+
 # ---------------------------------------------------------------- the program
 
 
@@ -240,48 +285,6 @@ class Program:
             if sized:
                 solver.addConstr(solver.qsum(per_host * n[p, k] for p, per_host in sized
                                              for k in range(len(self.sized[p].candidates))) >= amount - fixed)
-
-
-def build_program(env: Environment) -> tuple[Program | None, dict[str, int], list[Demand], str]:
-    """The program for the environment's workloads, or the reason there is none."""
-    media = frozenset(gpu.profile for tenant in env.workloads.values() for w in tenant.values()
-                      if (gpu := w.gpu) is not None and gpu.profile and gpu.profile.endswith(MEDIA_EXTENSIONS))
-    sized: dict[str, Sized] = {}
-    for name, pool in env.pools.items():
-        found = candidates(env, pool, media)
-        current = next((k for k, c in enumerate(found) if c.machine == pool.vars.machine
-                        and c.layout == current_layout(pool)), None)
-        sized[name] = Sized(pool, found, current, len(pool.hosts), [disk.size_gib for disk in pool.vars.local_disks])
-    found_demands = demands(env, _offers(sized))
-    admitted = _admitted(env, found_demands)
-    needs = []
-    for item in found_demands:
-        replicas = admitted.get(item.key, 0)
-        if not replicas:
-            continue
-        requests = {"pods": 1.0}
-        for resource, amount in item.requests.items():
-            scale = GIB if resource == "memory" or resource.startswith("hugepages-") else 1
-            requests[resource] = float(amount / scale)
-        storage = item.spec.storage
-        storage_class = env.cluster.storage_classes[storage.storage_class] if storage else None
-        local = None
-        pools = list(item.pools)
-        if storage is not None and storage_class is not None and storage_class.type == "local":
-            local = float(parse_quantity(storage.size) / GIB)
-            pools = [p for p in pools if p in storage_class.pools]  # its volume lives on these pools' disks
-        need = Need(item, replicas, requests, pools, local)
-        need.pools = [p for p in pools if any(_fits(need, sized[p], c) for c in sized[p].candidates)]
-        if not need.pools:
-            where = ", ".join(item.pools) or "its tenant's pools"
-            return None, admitted, found_demands, (f"no machine of the catalogue in {where} holds one replica of "
-                                                   f"{item.key}")
-        needs.append(need)
-    used = {p for need in needs for p in need.pools}
-    kept_hosts = sum(len(pool.hosts) for name, pool in env.pools.items() if name not in used)
-    kept_hosts += sum(1 for host in env.control_plane if not host.pool)
-    program = Program({name: entry for name, entry in sized.items() if name in used}, needs, kept_hosts, env)
-    return program, admitted, found_demands, ""
 
 
 @cache
