@@ -38,6 +38,15 @@ setup() {
   echo "$want" >"$stamp"
 }
 
+# One step of the test command, announced, then timed: CI shows where its budget goes.
+timed() {
+  local name=$1 started=$SECONDS
+  shift
+  echo "dev.sh: $name" >&2
+  "$@"
+  echo "dev.sh: $name done in $((SECONDS - started)) s" >&2
+}
+
 command=${1:-}
 shift || true
 case "$command" in
@@ -59,17 +68,14 @@ case "$command" in
   test)
     setup
     # tests/live runs the pinned Go tools: built on first use (about 25 min cold), skipped once built.
-    tools/build.sh
-    echo "dev.sh: ruff check" >&2
-    "$VENV/bin/ruff" check --quiet .
-    echo "dev.sh: mypy (strict on infra/)" >&2
-    "$VENV/bin/mypy"
+    timed "Go tools" tools/build.sh
+    timed "ruff check" "$VENV/bin/ruff" check --quiet .
+    timed "mypy (strict on infra/)" "$VENV/bin/mypy"
     # The host layer's Ansible (configs: .yamllint, .ansible-lint); ansible-lint wants the venv's
     # ansible-playbook first on PATH for its syntax checks.
-    echo "dev.sh: yamllint ansible/ tests/hosts/" >&2
-    "$VENV/bin/yamllint" --strict ansible/ tests/hosts/
-    echo "dev.sh: ansible-lint (production profile)" >&2
-    PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/ansible-lint" --nocolor -q
+    timed "yamllint ansible/ tests/hosts/" "$VENV/bin/yamllint" --strict ansible/ tests/hosts/
+    timed "ansible-lint (production profile)" env PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/ansible-lint" --nocolor -q
+    # pytest ends with the time of each tier (tests/conftest.py), then its own closing line.
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
   bench)

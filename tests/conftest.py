@@ -1,4 +1,5 @@
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,30 @@ def findings(write):
         return run_checks(load_environment(write(data)))
 
     return _findings
+
+
+# Time per tier (tests/<folder>, the mirror of infra/'s layers; tests/test_*.py are the entry points), printed
+# at the end of every run so that CI shows where its budget goes.
+_TIERS: dict[str, list[float]] = {}  # tier -> [seconds, tests]
+_STARTED = time.monotonic()
+
+
+def tier_of(nodeid: str) -> str:
+    parts = Path(nodeid.split("::")[0]).parts
+    return f"tests/{parts[1]}" if len(parts) > 2 and parts[0] == "tests" else "tests/test_*.py"
+
+
+def pytest_runtest_logreport(report):
+    entry = _TIERS.setdefault(tier_of(report.nodeid), [0.0, 0])
+    entry[0] += report.duration
+    entry[1] += report.when == "call"
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _TIERS:
+        return
+    terminalreporter.write_sep("-", "time per tier: setup, call and teardown of its tests")
+    for tier, (seconds, tests) in _TIERS.items():
+        terminalreporter.write_line(f"{tier:18} {tests:5d} tests {seconds:8.1f} s")
+    terminalreporter.write_line(f"{'whole run':18} {sum(n for _, n in _TIERS.values()):5d} tests "
+                                f"{time.monotonic() - _STARTED:8.1f} s (collection included)")
