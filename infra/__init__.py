@@ -1,1 +1,1 @@
-"""Plan Kubernetes node pools by workload profile: spec, preflight checks, capacity plan."""
+"""Plan and provision Kubernetes node pools by workload profile; the layers are drawn in README.md."""
