@@ -32,6 +32,7 @@ from typing import Any
 from infra.cluster.objects import SYSTEM_NAMESPACE, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import everywhere, on_pools
 from infra.knowledge.chart_values import ValueKey, chart_values
+from infra.knowledge.platform import platform
 from infra.knowledge.versions import versions
 from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
@@ -321,6 +322,7 @@ def multus_objects(env: Environment) -> list[Obj]:
     daemon_config = {"daemon-config.json": _json(multus.daemon_config)}
     rdma_files = rdma_config_files(env)
     conf_dir = multus.conf_dir
+    bin_dir = platform().node_runtime.cni_bin_dir  # where the hosts' containerd looks for CNI plugins
     pod_spec: Obj = {
         "hostNetwork": True,
         "hostPID": True,
@@ -329,10 +331,10 @@ def multus_objects(env: Environment) -> list[Obj]:
         **everywhere(env),
         "initContainers": [
             {"name": "install-multus-binary", "image": image,
-             "command": ["/usr/src/multus-cni/bin/install_multus", "-d", "/host/opt/cni/bin", "-t", "thick"],
+             "command": ["/usr/src/multus-cni/bin/install_multus", "-d", f"/host{bin_dir}", "-t", "thick"],
              "resources": {"requests": {"cpu": "10m", "memory": "15Mi"}},
              "securityContext": {"privileged": True}, "terminationMessagePolicy": "FallbackToLogsOnError",
-             "volumeMounts": [{"name": "cnibin", "mountPath": "/host/opt/cni/bin",
+             "volumeMounts": [{"name": "cnibin", "mountPath": f"/host{bin_dir}",
                                "mountPropagation": "Bidirectional"}]},
             {"name": "install-rdma-networks", "image": image,
              "command": ["/bin/sh", "-c", _INSTALL_RDMA_CONFIGS.format(conf_dir=conf_dir, prefix=RDMA_FILE_PREFIX)],
@@ -349,7 +351,7 @@ def multus_objects(env: Environment) -> list[Obj]:
             "env": [{"name": "MULTUS_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
             "volumeMounts": [
                 {"name": "cni", "mountPath": "/host/etc/cni/net.d"},
-                {"name": "cnibin", "mountPath": "/opt/cni/bin"},  # must be the host's path (upstream note)
+                {"name": "cnibin", "mountPath": bin_dir},  # must be the host's path (upstream note)
                 {"name": "host-run", "mountPath": "/host/run"},
                 {"name": "host-var-lib-cni-multus", "mountPath": "/var/lib/cni/multus"},
                 {"name": "host-var-lib-kubelet", "mountPath": "/var/lib/kubelet",
@@ -364,7 +366,7 @@ def multus_objects(env: Environment) -> list[Obj]:
         "terminationGracePeriodSeconds": 10,
         "volumes": [
             _host_path("cni", "/etc/cni/net.d"),
-            _host_path("cnibin", "/opt/cni/bin"),
+            _host_path("cnibin", bin_dir),
             _host_path("hostroot", "/"),
             {"name": MULTUS_DAEMON_CONFIG, "configMap": {
                 "name": MULTUS_DAEMON_CONFIG, "items": [{"key": "daemon-config.json", "path": "daemon-config.json"}]}},

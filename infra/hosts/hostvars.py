@@ -15,6 +15,7 @@ from typing import Any
 
 from infra.cluster.gpu import host_mig_parted
 from infra.cluster.nodes import kubelet_registration
+from infra.knowledge.platform import platform
 from infra.model.conntrack import BUCKETS_SYSCTL, MAX_SYSCTL, conntrack
 from infra.model.kubelet import kubelet_settings
 from infra.model.resolve import Resolved, ResolvedHost, resolve
@@ -53,6 +54,7 @@ def host_vars(view: Resolved, host_name: str) -> dict[str, Any]:
         "hugepages": {size: pool.vars.hugepages.get(size, 0) for size in ("2Mi", "1Gi")},
         "irq_affinity": pool.vars.irq_affinity.model_dump() if pool.vars.irq_affinity else None,
         "local_disks": [disk.model_dump() for disk in pool.vars.local_disks],
+        "container_runtime": container_runtime(),
         "kubelet": kubelet(view, resolved, pool),
         "nvidia": nvidia(resolved, pool),
         "mig": mig(view.env, resolved, pool),
@@ -75,6 +77,7 @@ def kubelet(view: Resolved, resolved: ResolvedHost, pool: Pool) -> dict[str, Any
         "systemReserved": {"cpu": pool.vars.system_cpu_reserved, "memory": pool.vars.system_memory_reserved},
         "evictionHard": dict(sorted(settings.eviction_hard.items())),
         "registerWithTaints": registration["register_with_taints"],
+        "cgroupDriver": platform().node_runtime.cgroup_driver,  # containerd's runc gets the same (container_runtime)
     }
     if pool.vars.kubelet_reserved_system_cpus:
         config["reservedSystemCPUs"] = pool.vars.kubelet_reserved_system_cpus
@@ -82,6 +85,12 @@ def kubelet(view: Resolved, resolved: ResolvedHost, pool: Pool) -> dict[str, Any
         config["reservedMemory"] = [{"numaNode": numa, "limits": {"memory": _bytes(amount)}}
                                     for numa, amount in settings.reserved_memory]
     return {"config": config, "node_labels": registration["node_labels"]}
+
+
+def container_runtime() -> dict[str, Any]:
+    """What containerd must agree on with the kubelet and the CNI: one cgroup driver, one plugin folder."""
+    runtime = platform().node_runtime
+    return {"cgroup_driver": runtime.cgroup_driver, "cni_bin_dir": runtime.cni_bin_dir}
 
 
 def nvidia(resolved: ResolvedHost, pool: Pool) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
-"""Platform defaults (platform.yml): the supported Kubernetes minors, kubelet and kube-proxy defaults,
-NVIDIA's CUDA release -> driver table, host resources per GPU and the scheduling defaults.
+"""Platform defaults (platform.yml): the supported Kubernetes minors, kubelet and kube-proxy defaults, the
+nodes' cgroup driver and CNI folder, NVIDIA's CUDA release -> driver table, host resources per GPU and the
+scheduling defaults.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from itertools import pairwise
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -33,6 +35,13 @@ class KubernetesRange(Fact):
 class KubeletDefaults(Fact):
     max_pods: int
     eviction_hard: dict[str, str]
+
+
+class NodeRuntime(Fact):
+    """What the container runtime and the kubelet of every node agree on."""
+
+    cgroup_driver: Literal["systemd", "cgroupfs"]
+    cni_bin_dir: str = Field(pattern=r"^/")
 
 
 class EphemeralStorageDefaults(Fact):
@@ -107,6 +116,7 @@ class Platform(Fact):
     kubernetes: KubernetesRange
     kube_proxy_conntrack: KubeProxyConntrack
     kubelet: KubeletDefaults
+    node_runtime: NodeRuntime
     service_cidr_min_prefix_ipv4: int
     cuda_releases: dict[str, CudaRelease]
     cuda_minor_compat_floor: dict[str, str]

@@ -14,6 +14,7 @@ from infra.cluster import networking
 from infra.cluster.objects import key
 from infra.cluster.placement import everywhere, on_pools
 from infra.knowledge.chart_values import chart_values
+from infra.knowledge.platform import platform
 from infra.knowledge.units import parse_quantity
 from infra.knowledge.versions import versions
 from infra.model.resolve import resolve
@@ -188,6 +189,22 @@ def test_multus_daemon_config_is_upstreams_and_the_conf_dir_is_the_hosts():
     volume = next(v for v in spec["volumes"] if v.get("hostPath", {}).get("path") == conf_dir)
     (daemon,) = spec["containers"]
     assert {"name": volume["name"], "mountPath": conf_dir} in daemon["volumeMounts"]
+
+
+def test_multus_installs_its_plugin_where_the_hosts_containerd_looks_for_it():
+    """The hosts' containerd reads CNI plugins from the platform's cni_bin_dir (the container_runtime role sets it):
+    Multus' installer copies into that host folder, and the daemon sees it at the same path."""
+    bin_dir = platform().node_runtime.cni_bin_dir
+    assert bin_dir == "/opt/cni/bin"
+    spec = multus_daemonset(networking.build(shipped("example")))["spec"]["template"]["spec"]
+    volume = next(v for v in spec["volumes"] if v["name"] == "cnibin")
+    assert volume["hostPath"]["path"] == bin_dir
+    install = next(c for c in spec["initContainers"] if c["name"] == "install-multus-binary")
+    target = install["command"][install["command"].index("-d") + 1]
+    assert {"name": "cnibin", "mountPath": target, "mountPropagation": "Bidirectional"} in install["volumeMounts"]
+    assert target == f"/host{bin_dir}"
+    (daemon,) = spec["containers"]
+    assert {"name": "cnibin", "mountPath": bin_dir} in daemon["volumeMounts"]
 
 
 def test_multus_rbac_binds_its_service_account():

@@ -107,3 +107,11 @@ def test_cli_prints_json_and_refuses_a_bad_spec(tmp_path: Path, capsys: pytest.C
     assert main(["hostvars", str(bad)]) == 1
     captured = capsys.readouterr()
     assert captured.out == "" and "fix them before preparing hosts" in captured.err
+
+
+@pytest.mark.parametrize("env", ["sandbox", "example"])
+def test_containerd_and_the_kubelet_get_one_cgroup_driver(env: str, sandbox: dict, example: dict) -> None:
+    hosts = {"sandbox": sandbox, "example": example}[env]
+    for name, settings in hosts.items():
+        assert settings["kubelet"]["config"]["cgroupDriver"] == settings["container_runtime"]["cgroup_driver"], name
+        assert settings["container_runtime"] == {"cgroup_driver": "systemd", "cni_bin_dir": "/opt/cni/bin"}, name

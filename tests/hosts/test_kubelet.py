@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from typing import Any
 
 import pytest
@@ -78,6 +79,35 @@ def test_the_dropin_passes_the_kubelet_s_own_validation(converged, host, tmp_pat
     local.write_text(host(name).file(DROPIN).content_string)
     done = check(local)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("name", HOSTS)
+def test_the_kubelet_drives_cgroups_as_containerd_does(converged, host, name):
+    """Read from both programs' own views: the drop-in the kubelet's validation accepts, containerd's merged dump."""
+    dump = tomllib.loads(host(name).check_output("containerd config dump"))["plugins"]["io.containerd.grpc.v1.cri"]
+    default = dump["containerd"]["default_runtime_name"]
+    assert dump["containerd"]["runtimes"][default]["options"]["SystemdCgroup"] is True
+    assert dropin(host(name))["cgroupDriver"] == "systemd"
+
+
+def test_a_runtime_on_another_cgroup_driver_stops_the_role_before_it_writes(converged, host):
+    """A containerd whose default runtime drives cgroups with cgroupfs (here through another tool's later import):
+    the role refuses before it writes the kubelet's configuration, naming both drivers."""
+    h = host("sb-cpu-1")
+    foreign = "/etc/containerd/conf.d/90-other.toml"
+    h.check_output(f"printf '%s\\n' 'version = 2' '[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]'"
+                   f" 'runtime_type = \"io.containerd.runc.v2\"' > {foreign}")
+    before = h.file(DROPIN).content_string
+    try:
+        run = run_playbook("site.yml", "--limit", "sb-cpu-1", "--tags", "kubelet")
+        assert run.rc != 0
+        assert ("On sb-cpu-1 containerd's default runtime uses the cgroupfs cgroup driver and "
+                "kubelet_config.cgroupDriver is systemd") in run.output
+        assert h.file(DROPIN).content_string == before
+    finally:
+        h.check_output(f"rm -f {foreign}")
+    again = run_playbook("site.yml", "--limit", "sb-cpu-1", "--tags", "kubelet")
+    assert again.rc == 0 and again.changed() == {}, again.tail()
 
 
 @pytest.mark.parametrize(("name", "labels"), [

@@ -1,10 +1,11 @@
-"""Filters that read containerd's config.toml and write the NVIDIA runtime's drop-in for it.
+"""Filters that read containerd's config.toml and write the node's CRI drop-in for it.
 
 containerd 1.6 (Debian bookworm's) merges an imported file into config.toml one plugin at a time: the
 drop-in's `plugins."io.containerd.grpc.v1.cri"` table replaces config.toml's whole CRI table (measured:
 Debian's `cni.bin_dir = "/usr/lib/cni"` fell back to /opt/cni/bin when a drop-in named only the runtime).
-So the drop-in carries config.toml's CRI settings with the nvidia runtime added, and the role rewrites it
-whenever config.toml's CRI table changes. config.toml itself is never rewritten.
+So the one drop-in carries config.toml's CRI settings with what every node needs set over them (the CNI
+plugin folder, runc's cgroup driver) and, on GPU hosts, NVIDIA's runtime; the role rewrites it whenever
+config.toml's CRI table changes. config.toml itself is never rewritten.
 """
 
 from __future__ import annotations
@@ -38,26 +39,42 @@ def containerd_imports(text: str, path: str = "config.toml") -> list[str] | None
     return [str(item) for item in imports]
 
 
-def containerd_nvidia_dropin(text: str, name: str, binary: str, default: bool, path: str = "config.toml") -> str:
-    """The drop-in: config.toml's CRI table (runc kept) plus runtime NAME (runc v2 shim running BINARY),
-    optionally as the default. The runtime takes runc's cgroup driver (SystemdCgroup), so that it agrees with
-    the kubelet as runc does."""
+def containerd_cri_dropin(text: str, cni_bin_dir: str, cgroup_driver: str, nvidia_binary: str = "",
+                          nvidia_default: bool = False, path: str = "config.toml") -> str:
+    """The drop-in: config.toml's CRI table (runc kept) with CNI_BIN_DIR as the plugin folder and runc on
+    CGROUP_DRIVER (systemd or cgroupfs, the kubelet's cgroupDriver), plus, when NVIDIA_BINARY is given, the
+    runtime `nvidia` (runc v2 shim running it, on the same cgroup driver), optionally as the default."""
+    if cgroup_driver not in ("systemd", "cgroupfs"):
+        raise AnsibleFilterError(f"cgroup driver {cgroup_driver!r}: the kubelet and runc know systemd and cgroupfs")
     config = _parse(text, path)
     cri = copy.deepcopy(config.get("plugins", {}).get(CRI, {}))
+    cri.setdefault("cni", {})["bin_dir"] = cni_bin_dir
     containerd = cri.setdefault("containerd", {})
     runtimes = containerd.setdefault("runtimes", {})
     # containerd's built-in runc entry lives in the default CRI table that this one replaces: keep it
     # (measured: without it `containerd config dump` lists the nvidia runtime alone).
-    runtimes.setdefault("runc", {"runtime_type": "io.containerd.runc.v2"})
-    runc_options = runtimes.get("runc", {}).get("options", {})
-    options: dict[str, Any] = {"BinaryName": binary}
-    if "SystemdCgroup" in runc_options:
-        options["SystemdCgroup"] = runc_options["SystemdCgroup"]
-    runtimes[name] = {"runtime_type": "io.containerd.runc.v2", "options": options}
-    if default:
-        containerd["default_runtime_name"] = name
+    runc = runtimes.setdefault("runc", {"runtime_type": "io.containerd.runc.v2"})
+    systemd = cgroup_driver == "systemd"
+    runc.setdefault("options", {})["SystemdCgroup"] = systemd
+    if nvidia_binary:
+        runtimes["nvidia"] = {"runtime_type": "io.containerd.runc.v2",
+                              "options": {"BinaryName": nvidia_binary, "SystemdCgroup": systemd}}
+        if nvidia_default:
+            containerd["default_runtime_name"] = "nvidia"
     body = _tables(["plugins", CRI], cri)
     return "version = 2\n" + body
+
+
+def containerd_cri_settings(dump: str, path: str = "containerd config dump") -> dict[str, str]:
+    """What containerd runs with, read from DUMP (`containerd config dump`, its merged view): the CNI plugin
+    folder, the default runtime and that runtime's cgroup driver (systemd when its options set
+    SystemdCgroup = true, else cgroupfs, runc's own default)."""
+    cri = _parse(dump, path).get("plugins", {}).get(CRI, {})
+    containerd = cri.get("containerd", {})
+    name = containerd.get("default_runtime_name", "runc")
+    options = containerd.get("runtimes", {}).get(name, {}).get("options", {})
+    return {"cni_bin_dir": cri.get("cni", {}).get("bin_dir", ""), "default_runtime": name,
+            "cgroup_driver": "systemd" if options.get("SystemdCgroup") is True else "cgroupfs"}
 
 
 def _key(key: str) -> str:
@@ -91,4 +108,5 @@ def _tables(path: list[str], table: dict[str, Any]) -> str:
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"containerd_imports": containerd_imports, "containerd_nvidia_dropin": containerd_nvidia_dropin}
+        return {"containerd_imports": containerd_imports, "containerd_cri_dropin": containerd_cri_dropin,
+                "containerd_cri_settings": containerd_cri_settings}
