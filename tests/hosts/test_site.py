@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import math
 import re
+import shlex
 import shutil
 import time
 from collections.abc import Callable
@@ -146,3 +147,27 @@ def test_a_bad_spec_stops_site_before_any_host_is_touched(sandbox_hosts: dict[st
     assert not any(counts.get("changed") for counts in run.recap.values()), run.recap
     for name in sandbox_hosts:
         assert ssh_logins(host(name), began, ended) == [], f"{name} was reached during the failed run"
+
+
+def test_an_unproven_operating_system_stops_site_before_any_host_is_changed(converged: PlaybookRun,
+                                                                             host: Callable[[str], Any]) -> None:
+    """One host reports Ubuntu 24.04 (its /etc/os-release, which Ansible's facts read): the run stops on every
+    host before the first play that changes one, naming the host, its OS and the supported list."""
+    cpu = host("sb-cpu-1")
+    ubuntu = 'NAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n'
+    cpu.check_output("mv /etc/os-release /etc/os-release.saved && printf '%s' " + shlex.quote(ubuntu)
+                     + " > /etc/os-release")
+    try:
+        run = run_playbook("site.yml")
+        assert run.rc != 0, run.tail()
+        assert ("sb-cpu-1 runs Ubuntu 24 (noble); the roles are proven only on Debian 12: their packages and "
+                "repositories are that release's.") in run.output, run.tail()
+        assert "No host was changed" in run.output
+        facts = {play["name"] for play in yaml.safe_load((PLAYBOOKS / "host_facts.yml").read_text())}
+        preflight = {play["name"] for play in yaml.safe_load((PLAYBOOKS / "preflight.yml").read_text())}
+        outside = [result for result in run.results if result.play not in facts | preflight]
+        assert outside == [], f"tasks ran after the OS check: {outside}"
+        assert run.changed() == {}, run.recap
+    finally:
+        cpu.check_output("mv -f /etc/os-release.saved /etc/os-release")
+    assert_idempotent(run_playbook("site.yml", "--limit", "sb-cpu-1"), "site.yml after the OS was restored")
