@@ -22,9 +22,6 @@ from infra.model.resolve import Resolved, ResolvedHost, resolve
 from infra.spec import Environment, Pool
 
 KUBELET_API = "kubelet.config.k8s.io/v1beta1"
-# HGX boards with eight SXM GPUs join them through NVSwitch, which needs nvidia-fabricmanager running
-# at exactly the driver's version before CUDA sees the GPUs; four-GPU boards link them directly.
-NVSWITCH_MIN_GPUS = 8
 
 
 def environment_host_vars(env: Environment) -> dict[str, Any]:
@@ -102,7 +99,9 @@ def nvidia(resolved: ResolvedHost, pool: Pool) -> dict[str, Any] | None:
         "cuda_version": resolved.host.vars.cuda_version or pool.vars.cuda_version,
         "gpu_model": machine.gpu_model,
         "gpu_count": machine.gpu_count,
-        "fabric_manager": machine.gpu_interconnect == "nvlink" and machine.gpu_count >= NVSWITCH_MIN_GPUS,
+        # NVSwitch boards need nvidia-fabricmanager running at exactly the driver's version before CUDA sees the
+        # GPUs; cards linked directly or by bridges do not, however many there are.
+        "fabric_manager": machine.gpu_interconnect == "nvswitch",
     }
 
 

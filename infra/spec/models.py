@@ -131,7 +131,9 @@ class Machine(Strict):
     memory_gib: int = Field(ge=1, le=65536)
     gpu_model: str | None = Field(None, description="a name from infra/knowledge/gpus.yml")
     gpu_count: int = Field(0, ge=0, le=16)
-    gpu_interconnect: Literal["nvlink", "pcie"] | None = None
+    gpu_interconnect: Literal["nvswitch", "nvlink", "pcie"] | None = Field(
+        None, description="nvswitch: NVLink through NVSwitch (HGX/DGX 8-GPU boards; needs nvidia-fabricmanager), "
+                          "nvlink: cards linked directly or by bridges, pcie: no NVLink")
     monthly_price: float = Field(0, ge=0, description="per machine, in the cluster's currency")
     yearly_discount_percent: float = Field(0, ge=0, lt=100, description="discount on a one-year commitment")
 
@@ -142,7 +144,7 @@ class Machine(Strict):
         if self.gpu_model and not self.gpu_count:
             raise ValueError("gpu_model is set but gpu_count is 0; say how many cards the machine holds")
         if self.gpu_count and not self.gpu_interconnect:
-            raise ValueError("gpu_interconnect is required with GPUs: nvlink or pcie")
+            raise ValueError("gpu_interconnect is required with GPUs: nvswitch, nvlink or pcie")
         return self
 
     @property

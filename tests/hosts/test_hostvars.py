@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -89,6 +90,23 @@ def test_mig_selection_on_mig_capable_cards_only(sandbox: dict, example: dict) -
 def test_fabric_manager_only_on_nvswitch_boards(example: dict) -> None:
     assert example["gpu-h100-01"]["nvidia"]["fabric_manager"] is True
     assert example["gpu-t4-01"]["nvidia"]["fabric_manager"] is False
+
+
+@pytest.mark.parametrize(("interconnect", "count", "fabric_manager"), [
+    ("nvswitch", 8, True),
+    ("nvswitch", 4, True),  # the machine's fact decides, not a card count
+    ("nvlink", 8, False),  # eight cards joined by NVLink bridges in pairs: no NVSwitch, no fabric manager
+    ("pcie", 8, False),
+])
+def test_the_fabric_manager_follows_the_machine_s_nvswitch_fact(inventory: dict, write: Any, interconnect: str,
+                                                                count: int, fabric_manager: bool) -> None:
+    machine = inventory["group_vars"]["all"]["machines"]["a100box"]
+    machine.update(gpu_interconnect=interconnect, gpu_count=count)
+    hosts = environment_host_vars(load_environment(write(inventory)))["hosts"]
+    gpu_hosts = [settings for settings in hosts.values() if settings["nvidia"]
+                 and settings["nvidia"]["gpu_model"] == "A100-80GB"]
+    assert gpu_hosts
+    assert {settings["nvidia"]["fabric_manager"] for settings in gpu_hosts} == {fabric_manager}
 
 
 def test_cli_prints_json_and_refuses_a_bad_spec(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
