@@ -110,6 +110,16 @@ def test_a_runtime_on_another_cgroup_driver_stops_the_role_before_it_writes(conv
     assert again.rc == 0 and again.changed() == {}, again.tail()
 
 
+@pytest.mark.parametrize(("version", "refused"), [("1.29.15", True), ("1.30.0", False)])
+def test_a_kubelet_without_config_dir_is_refused_before_anything_is_written(converged, version, refused):
+    """--config-dir is read by default from 1.30: an older kubelet would not see the pool's drop-in."""
+    run = run_playbook("site.yml", "--limit", "sb-cpu-1", "--tags", "kubelet", "--check",
+                       "-e", f"kubelet_version={version}")
+    assert (run.rc != 0) is refused, run.tail()
+    assert (f"kubelet_version is {version}; the role writes the node's configuration as a --config-dir drop-in"
+            in run.output) is refused
+
+
 @pytest.mark.parametrize(("name", "labels"), [
     ("sb-cpu-1", {"workload-profile": "general", "k8s-node-pools.io/pool": "sb_cpu"}),
     ("sb-gpu-1", {"workload-profile": "gpu-offline", "nvidia.com/mig.config": "all-disabled"}),
