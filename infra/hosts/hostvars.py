@@ -25,9 +25,10 @@ KUBELET_API = "kubelet.config.k8s.io/v1beta1"
 
 
 def environment_host_vars(env: Environment) -> dict[str, Any]:
-    """Every node host's parameters, as `python -m infra hostvars` prints them."""
+    """Every node host's parameters, as `python -m infra hostvars` prints them, and how the plays roll over them."""
     view = resolve(env)
-    return {"environment": env.name, "hosts": {name: host_vars(view, name) for name in sorted(view.hosts)}}
+    return {"environment": env.name, "rollout": env.cluster.host_rollout.model_dump(),
+            "hosts": {name: host_vars(view, name) for name in sorted(view.hosts)}}
 
 
 def host_vars(view: Resolved, host_name: str) -> dict[str, Any]:

@@ -271,6 +271,27 @@ class StorageClassSpec(Strict):
         return self
 
 
+class HostRollout(Strict):
+    """How the host layer's playbooks roll over the hosts: each play that changes hosts runs on batch_size hosts at
+    a time (Ansible's serial) and the run stops when more than max_fail_percentage of a batch fails, leaving the
+    later batches untouched. The defaults are Ansible's: every host at once, stop only when all fail."""
+
+    batch_size: int | str = Field("100%", description="hosts per batch, or a share of them (\"10%\")")
+    max_fail_percentage: int = Field(100, ge=0, le=100, description="stop when more of a batch fails (0: any)")
+
+    @field_validator("batch_size")
+    @classmethod
+    def _count_or_share(cls, value: int | str) -> int | str:
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError(f"batch_size {value}: at least one host per batch")
+            return value
+        if not re.fullmatch(r"([1-9]\d?|100)%", value):
+            raise ValueError(f"batch_size {value!r}: a number of hosts (10) or a share of them from 1% to 100% "
+                             '("10%")')
+        return value
+
+
 class ClusterVars(Strict):
     """group_vars/all.yml: what the whole cluster shares."""
 
@@ -296,6 +317,7 @@ class ClusterVars(Strict):
     priority_classes: dict[DnsLabel, PriorityClass] = Field(default_factory=dict)
     tenants: dict[DnsLabel, Tenant] = Field(default_factory=dict)
     storage_classes: dict[DnsLabel, StorageClassSpec] = Field(default_factory=dict)
+    host_rollout: HostRollout = Field(default_factory=HostRollout)
 
     @field_validator("kube_version", mode="before")
     @classmethod

@@ -133,3 +133,10 @@ def test_containerd_and_the_kubelet_get_one_cgroup_driver(env: str, sandbox: dic
     for name, settings in hosts.items():
         assert settings["kubelet"]["config"]["cgroupDriver"] == settings["container_runtime"]["cgroup_driver"], name
         assert settings["container_runtime"] == {"cgroup_driver": "systemd", "cni_bin_dir": "/opt/cni/bin"}, name
+
+
+def test_the_rollout_is_the_spec_s_and_defaults_to_all_hosts_at_once() -> None:
+    example = environment_host_vars(load_environment(ROOT / "inventories" / "example"))
+    sandbox = environment_host_vars(load_environment(ROOT / "inventories" / "sandbox"))
+    assert example["rollout"] == {"batch_size": "10%", "max_fail_percentage": 0}
+    assert sandbox["rollout"] == {"batch_size": "100%", "max_fail_percentage": 100}

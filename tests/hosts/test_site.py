@@ -171,3 +171,36 @@ def test_an_unproven_operating_system_stops_site_before_any_host_is_changed(conv
     finally:
         cpu.check_output("mv -f /etc/os-release.saved /etc/os-release")
     assert_idempotent(run_playbook("site.yml", "--limit", "sb-cpu-1"), "site.yml after the OS was restored")
+
+
+def test_a_batch_that_fails_stops_the_rollout_and_later_batches_are_untouched(converged: PlaybookRun,
+                                                                              tmp_path: Path) -> None:
+    """The spec's host_rollout: batches of one host, no failure tolerated. The second host (inventory order) fails
+    in the first play that changes hosts: the run stops there, the first host is left part-way, the last two are
+    never reached, and the summary says so."""
+    inventory = tmp_path / "sandbox"
+    shutil.copytree(SANDBOX_INVENTORY, inventory)
+    cluster = inventory / "group_vars" / "all.yml"
+    cluster.write_text(yaml.safe_dump({**yaml.safe_load(cluster.read_text()),
+                                       "host_rollout": {"batch_size": 1, "max_fail_percentage": 0}}))
+    # sb-mem-1's sysctl drop-in goes to a folder that does not exist: the base role fails there.
+    breaker = tmp_path / "break.yml"
+    breaker.write_text(yaml.safe_dump({"all": {"hosts": {"sb-mem-1": {"base_sysctl_file": "/nonexistent/90.conf"}}}}))
+    run = run_playbook("site.yml", inventories=(inventory, OVERLAY, breaker))
+    assert run.rc != 0, run.tail()
+    rollout = [play["name"] for play in yaml.safe_load((PLAYBOOKS / "site.yml").read_text()) if "roles" in play]
+    reached = {result.host for result in run.results if result.play in rollout}
+    assert reached == {"sb-cpu-1", "sb-mem-1"}, run.tail(80)
+    assert {result.play for result in run.results if result.play in rollout} == {rollout[0]}
+    summary = run.output.rpartition("ROLLOUT SUMMARY")[2]
+    assert re.search(r"^done\s+0\s+-$", summary, re.MULTILINE), summary
+    assert re.search(r"^failed\s+1\s+sb-mem-1$", summary, re.MULTILINE), summary
+    assert re.search(r"^stopped\s+1\s+sb-cpu-1$", summary, re.MULTILINE), summary
+    assert re.search(r"^untouched\s+2\s+sb-gpu-1, sb-mig-1$", summary, re.MULTILINE), summary
+    assert f"the run stopped after rollout play 1 of 8: {rollout[0]}" in summary
+
+
+def test_the_default_rollout_reaches_every_host_and_says_so(converged: PlaybookRun) -> None:
+    summary = converged.output.rpartition("ROLLOUT SUMMARY")[2]
+    assert re.search(r"^done\s+4\s+sb-cpu-1, sb-gpu-1, sb-mem-1, sb-mig-1$", summary, re.MULTILINE), summary
+    assert re.search(r"^untouched\s+0\s+-$", summary, re.MULTILINE), summary

@@ -52,3 +52,28 @@ def test_kube_proxy_settings(inventory, write, values, accepted):
     else:
         with pytest.raises(SpecError, match="kube_proxy"):
             load_environment(path)
+
+
+@pytest.mark.parametrize("rollout, error", [
+    ({}, None),
+    ({"batch_size": 1, "max_fail_percentage": 0}, None),
+    ({"batch_size": "10%", "max_fail_percentage": 20}, None),
+    ({"batch_size": "100%"}, None),
+    ({"batch_size": 0}, "batch_size 0: at least one host per batch"),
+    ({"batch_size": "10"}, "a number of hosts (10) or a share of them from 1% to 100%"),
+    ({"batch_size": "0%"}, "a number of hosts"),
+    ({"batch_size": "150%"}, "a number of hosts"),
+    ({"max_fail_percentage": 101}, "max_fail_percentage"),
+    ({"batch": 1}, "batch"),  # a misspelt key is refused, not ignored
+])
+def test_host_rollout(inventory, write, rollout, error):
+    inventory["group_vars"]["all"]["host_rollout"] = rollout
+    path = write(inventory)
+    if error is None:
+        loaded = load_environment(path).cluster.host_rollout
+        assert loaded.batch_size == rollout.get("batch_size", "100%")
+        assert loaded.max_fail_percentage == rollout.get("max_fail_percentage", 100)
+    else:
+        with pytest.raises(SpecError, match="host_rollout") as raised:
+            load_environment(path)
+        assert error in str(raised.value)
