@@ -225,6 +225,28 @@ def test_a_manager_policy_change_resets_the_state_and_restarts(stand_in_kubelet,
     assert again.rc == 0 and again.changed() == {}
 
 
+HUGEPAGES_RECORD = "/var/lib/k8s-node-pools/kubelet-hugepages"
+
+
+def test_huge_pages_changed_since_the_kubelet_started_go_through_the_chain(stand_in_kubelet):
+    """The kubelet reads hugepage capacity only at start (and the Static Memory Manager's state records it): pages
+    that changed since it last started - here the record says 12345 2Mi pages, not what the kernel holds - drain,
+    stop, reset the state and start it again, as a manager change does."""
+    h = stand_in_kubelet
+    live = h.file(HUGEPAGES_RECORD).content_string
+    assert "2048kB: " in live
+    h.check_output(f"echo -n '2048kB: 12345' > {HUGEPAGES_RECORD}")
+    before = started_at(h)
+    run = converge_kubelet()
+    assert run.rc == 0, run.tail()
+    assert "huge pages change on sb-mem-1: the node is drained" in " ".join(run.output.split()), run.tail()
+    assert not any(h.file(state).exists for state in STATES)
+    assert started_at(h) != before and h.service("kubelet").is_running
+    assert h.file(HUGEPAGES_RECORD).content_string == live
+    again = converge_kubelet()
+    assert again.rc == 0 and again.changed() == {}, again.tail()
+
+
 # A kubectl on the delegate that records its arguments and exits with what /run/fake-kubectl-rc says.
 FAKE_KUBECTL = "#!/bin/sh\necho \"$*\" >> /run/fake-kubectl.log\nexit $(cat /run/fake-kubectl-rc 2>/dev/null || echo 0)\n"
 
