@@ -10,7 +10,7 @@ RECAP does not say which hosts those are (a host no play reached is not in it), 
     untouched   no rollout play reached it (a later batch of a stopped run)
 
 A rollout play is a play with `serial`; the spec checks and fact plays before them change nothing. Enabled in
-ansible.cfg (callbacks_enabled).
+the repository's ansible.cfg (callbacks_enabled).
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ def parse_results(output: str) -> tuple[TaskResult, ...]:
 
 def ansible_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment every run gets: the project's ansible.cfg, plain text, `infra` importable."""
-    return {**os.environ, "ANSIBLE_CONFIG": str(PLAYBOOKS / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+    return {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_FORCE_COLOR": "0", "PYTHONPATH": str(ROOT), **(extra or {})}
 
 

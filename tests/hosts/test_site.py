@@ -204,3 +204,27 @@ def test_the_default_rollout_reaches_every_host_and_says_so(converged: PlaybookR
     summary = converged.output.rpartition("ROLLOUT SUMMARY")[2]
     assert re.search(r"^done\s+4\s+sb-cpu-1, sb-gpu-1, sb-mem-1, sb-mig-1$", summary, re.MULTILINE), summary
     assert re.search(r"^untouched\s+0\s+-$", summary, re.MULTILINE), summary
+
+
+def test_a_non_root_ssh_user_converges_through_sudo(converged: PlaybookRun, host: Callable[[str], Any]) -> None:
+    """Users log in as themselves and sudo. A user with sudo and root's key repairs a hand-edited sysctl drop-in;
+    the same run without escalation cannot write it."""
+    cpu = host("sb-cpu-1")
+    cpu.check_output("id deploy || useradd --create-home --shell /bin/sh deploy")
+    cpu.check_output("install -d -m 700 -o deploy -g deploy ~deploy/.ssh && install -m 600 -o deploy -g deploy "
+                     "/root/.ssh/authorized_keys ~deploy/.ssh/authorized_keys")
+    cpu.check_output("echo 'deploy ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/deploy && chmod 440 /etc/sudoers.d/deploy")
+    drop_in = yaml.safe_load(BASE_DEFAULTS.read_text())["base_sysctl_file"]
+    try:
+        cpu.check_output(f"sed -i 's/^net.ipv4.ip_forward=1$/net.ipv4.ip_forward=0/' {drop_in}")
+        assert "net.ipv4.ip_forward=0" in cpu.file(drop_in).content_string
+        as_user = ("--limit", "sb-cpu-1", "--tags", "base", "-e", "ansible_user=deploy")
+        refused = run_playbook("site.yml", *as_user, "-e", "ansible_become=false")
+        assert refused.rc != 0, refused.tail()
+        assert refused.failed() == {"sb-cpu-1": 1} and "net.ipv4.ip_forward=0" in cpu.file(drop_in).content_string
+        run = run_playbook("site.yml", *as_user)
+        assert run.rc == 0, run.tail()
+        assert "net.ipv4.ip_forward=1" in cpu.file(drop_in).content_string
+        assert cpu.file(drop_in).user == "root"
+    finally:
+        cpu.check_output("rm -f /etc/sudoers.d/deploy && userdel --remove deploy")

@@ -32,7 +32,7 @@ VAULTED = "$ANSIBLE_VAULT;1.1;AES256\n61626364\n"
 
 def ansible_view(path: Path) -> dict:
     assert ANSIBLE_INVENTORY, "ansible-inventory not installed (pip install -e .[test] brings ansible-core)"
-    settings = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible" / "ansible.cfg")}  # the project's, as site.yml
+    settings = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}  # the project's, as site.yml
     result = subprocess.run([ANSIBLE_INVENTORY, "-i", str(path), "--list"], capture_output=True, text=True, check=True,
                             env=settings)
     return json.loads(result.stdout)
