@@ -174,3 +174,44 @@ def test_lspci_is_installed_by_base_and_its_absence_stops_the_driver_role(conver
     assert gpu.package("pciutils").is_installed
     (task,) = restored.changed_tasks()["sb-gpu-1"]  # the reinstall, nothing else
     assert "pciutils' lspci" in task
+
+
+# The unit NVIDIA's own nvidia-persistenced package installs (CUDA repository), as a stand-in: the sandbox installs
+# Debian's package, whose unit starts the daemon without the flag.
+NVIDIA_PERSISTENCED_UNIT = """[Unit]
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+[Service]
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def exec_start(h: Any) -> str:
+    """The command line systemd will run, as systemd itself reports it."""
+    return str(h.check_output("systemctl show --property=ExecStart --value nvidia-persistenced.service"))
+
+
+def test_the_persistence_daemon_keeps_persistence_mode_on(converged: PlaybookRun, host: Callable[[str], Any]) -> None:
+    gpu = host("sb-gpu-1")
+    assert "--no-persistence-mode" not in exec_start(gpu)  # Debian's unit: no drop-in needed
+    assert not gpu.file("/etc/systemd/system/nvidia-persistenced.service.d/k8s-node-pools.conf").exists
+    gpu.check_output(f"printf '%s' '{NVIDIA_PERSISTENCED_UNIT}' > /etc/systemd/system/nvidia-persistenced.service"
+                     " && systemctl daemon-reload")
+    try:
+        assert "--no-persistence-mode" in exec_start(gpu)
+        run = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver")
+        assert run.rc == 0, run.tail()
+        started = exec_start(gpu)
+        assert "argv[]=/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose ;" in started, started
+        again = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver")
+        assert again.rc == 0 and again.changed() == {}, again.tail()
+    finally:
+        gpu.check_output("rm -f /etc/systemd/system/nvidia-persistenced.service && systemctl daemon-reload")
+    restored = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver")
+    assert restored.rc == 0, restored.tail()
+    assert not gpu.file("/etc/systemd/system/nvidia-persistenced.service.d/k8s-node-pools.conf").exists
+    assert "argv[]=/usr/bin/nvidia-persistenced --user nvpd ;" in exec_start(gpu)
