@@ -83,7 +83,22 @@ class PlaybookRun:
         return "\n".join(f"  {host}: changed {'; '.join(tasks)}" for host, tasks in changes)
 
     def tail(self, lines: int = 60) -> str:
-        return "\n".join(self.output.splitlines()[-lines:])
+        """The output's last LINES lines, after every failed task's result line (with its task), which
+        the recap alone does not name."""
+        all_lines = self.output.splitlines()
+        failures = [f"TASK [{task}]\n{line}" for task, line in self._failure_lines(all_lines)]
+        return "\n".join([*failures, *(["..."] if failures else []), *all_lines[-lines:]])
+
+    @staticmethod
+    def _failure_lines(lines: list[str]) -> list[tuple[str, str]]:
+        task = ""
+        out = []
+        for line in lines:
+            if header := TASK.match(line):
+                task = header["name"]
+            elif line.startswith(("fatal: [", "failed: [")):
+                out.append((task, line))
+        return out
 
 
 def parse_recap(output: str) -> dict[str, dict[str, int]]:

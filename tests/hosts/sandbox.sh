@@ -54,6 +54,9 @@ Commands:
                  .state/hosts/inventory.yml (use: ansible-playbook -i inventories/sandbox -i .state/hosts/inventory.yml).
                  Idempotent: running hosts of the current image are kept; hosts no longer wanted are removed.
   down           remove every sandbox host (and the overlay inventory)
+  restart NAME...
+                 reboot running hosts: systemd shuts down and boots again in the same container (its files
+                 and ssh port kept), then wait for systemd and ssh
   status         list the sandbox hosts and the VM
   vm-up [--as NAME]
                  boot the emulated VM (qemu TCG, the rootfs's own kernel, a qcow2 overlay, a blank
@@ -317,6 +320,21 @@ cmd_down() {
   done_step
 }
 
+cmd_restart() {
+  [[ $# -ge 1 ]] || die "restart: name the host(s) to reboot"
+  need podman ssh
+  setup_podman
+  local name
+  for name in "$@"; do
+    [[ $(pm inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$name" 2>/dev/null) == 1 ]] || die "$name is not a sandbox host"
+  done
+  step "reboot $*"
+  pm restart -t 30 "$@" >/dev/null
+  for name in "$@"; do wait_host "$name" & done
+  wait_all
+  done_step
+}
+
 cmd_status() {
   setup_podman
   echo "image: $(image_tag) $(pm image exists "$(image_tag)" && echo built || echo 'not built')"
@@ -454,6 +472,7 @@ main() {
     image) cmd_image ;;
     up) cmd_up "$@" ;;
     down) cmd_down ;;
+    restart) cmd_restart "$@" ;;
     status) cmd_status ;;
     vm-up) cmd_vm_up "$@" ;;
     vm-ssh) cmd_ssh "$VM_DEFAULT_NAME" "$@" ;;

@@ -73,3 +73,12 @@ def test_the_changed_tasks_are_named_once_per_host_in_run_order():
 def test_a_run_without_changes_describes_none():
     quiet = OUTPUT.replace("changed: [", "ok: [")
     assert PlaybookRun(0, quiet, {}, 0.0, parse_results(quiet)).changed_tasks() == {}
+
+
+def test_the_tail_names_each_failed_task_before_the_recap():
+    run = PlaybookRun(rc=2, output=OUTPUT, recap=parse_recap(OUTPUT))
+    tail = run.tail(lines=3)
+    assert tail.startswith("TASK [base : Load the kernel modules.]\nfatal: [sb-gpu-1]: FAILED! => changed=false\n...\n")
+    assert tail.endswith("base -------------------------------------------------------------------- 1.02s")
+    clean = OUTPUT.replace("fatal: [sb-gpu-1]: FAILED! => changed=false\n", "")
+    assert PlaybookRun(rc=0, output=clean, recap={}).tail(lines=3) == "\n".join(clean.splitlines()[-3:])

@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SPEC = environment_host_vars(load_environment(ROOT / "inventories" / "sandbox"))["hosts"]
 ALL = [(name, vars_["mig"] is not None) for name, vars_ in sorted(SPEC.items())]
 UNIT = "/etc/systemd/system/nvidia-mig-apply.service"
+# Outside /etc/nvidia-mig-manager/, which NVIDIA's package regenerates at boot (test_mig_boot.py).
+CONFIG = "/etc/k8s-node-pools/mig/config.yaml"
+KUBELET_DROPIN = "/etc/systemd/system/kubelet.service.d/30-mig-layout.conf"
 
 
 def test_only_the_mig_pool_has_a_layout() -> None:
@@ -29,7 +32,7 @@ def test_only_the_mig_pool_has_a_layout() -> None:
 @pytest.mark.parametrize(("name", "mig"), ALL)
 def test_the_config_is_the_cluster_layers_text(converged: PlaybookRun, host: Callable[[str], Any],
                                                name: str, mig: bool) -> None:
-    config = host(name).file("/etc/nvidia-mig-manager/config.yaml")
+    config = host(name).file(CONFIG)
     assert config.exists is mig
     if mig:
         assert config.content_string == SPEC[name]["mig"]["file"]
@@ -43,20 +46,22 @@ def test_boot_unit_applies_then_asserts_before_the_kubelet(converged: PlaybookRu
     assert unit.exists is mig
     if not mig:
         assert not host(name).service("nvidia-mig-apply").is_enabled
+        assert not host(name).file(KUBELET_DROPIN).exists
         return
     text = unit.content_string
     layout = SPEC[name]["mig"]["config"]
-    assert ("ExecStart=/usr/bin/nvidia-mig-parted apply -f /etc/nvidia-mig-manager/config.yaml "
-            f"-c {layout}\n") in text
-    assert f"ExecStartPost=/usr/bin/nvidia-mig-parted assert -f /etc/nvidia-mig-manager/config.yaml -c {layout}\n" in text
+    assert f"ExecStart=/usr/bin/nvidia-mig-parted apply -f {CONFIG} -c {layout}\n" in text
+    assert f"ExecStartPost=/usr/bin/nvidia-mig-parted assert -f {CONFIG} -c {layout}\n" in text
     assert "Type=oneshot\n" in text
     service = host(name).service("nvidia-mig-apply")
     assert service.is_enabled
     show = host(name).check_output("systemctl show -p Before -p WantedBy -p ConditionResult nvidia-mig-apply")
     assert "kubelet.service" in show.split("Before=")[1].splitlines()[0]
     assert "nvidia-persistenced.service" in show.split("Before=")[1].splitlines()[0]
-    # the kubelet waits for it (kubelet.service.wants), and it is skipped, not failed, without the binary
-    assert host(name).file("/etc/systemd/system/kubelet.service.wants/nvidia-mig-apply.service").is_symlink
+    # the kubelet requires it (its drop-in; what that does at boot is test_mig_boot.py's), and it is skipped,
+    # not failed, without the binary
+    dropin = host(name).file(KUBELET_DROPIN).content_string
+    assert "Requires=nvidia-mig-apply.service\nAfter=nvidia-mig-apply.service\n" in dropin
     assert host(name).run("systemctl is-failed --quiet nvidia-mig-apply").rc != 0
 
 
@@ -79,3 +84,13 @@ def test_a_config_that_is_not_mig_parted_stops_the_run(converged: PlaybookRun) -
     run = run_playbook("gpu.yml", "--limit", "sb-mig-1", "--tags", "mig", "-e", '{"mig_config_file": "version: v2\\n"}')
     assert run.rc != 0
     assert "mig_config_file must be a mig-parted config (version: v1" in run.output
+
+
+def test_a_config_path_the_package_rewrites_is_refused(converged: PlaybookRun, host: Callable[[str], Any]) -> None:
+    run = run_playbook("gpu.yml", "--limit", "sb-mig-1", "--tags", "mig",
+                       "-e", "mig_config_path=/etc/nvidia-mig-manager/config.yaml")
+    assert run.rc != 0
+    assert ("mig_config_path '/etc/nvidia-mig-manager/config.yaml' is under /etc/nvidia-mig-manager/, which NVIDIA's "
+            "nvidia-mig-manager package regenerates from the hardware at every boot") in run.output
+    assert run.recap["sb-mig-1"]["changed"] == 0
+    assert host("sb-mig-1").file(CONFIG).exists
