@@ -7,28 +7,17 @@ tests fail and say so: there is no other way here to run the kubelet's validatio
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-BUILD = ROOT / "tools" / "build.sh"
+from go_tools import go_tool
+
 FAMILY = "kubelet-config-check"
 
 
 def binary() -> Path:
     """The built checker, building it first when the tools cache lacks this version of it."""
-    env = {**os.environ, "TOOLS_FAMILIES": FAMILY}
-    folder = Path(subprocess.run([str(BUILD), "--print-path"], env=env, check=True, capture_output=True,
-                                 text=True).stdout.strip())
-    path = folder / FAMILY
-    if not path.is_file():
-        if shutil.which("go") is None:
-            raise AssertionError(f"{FAMILY} is not built and Go is not on PATH: install Go 1.26, then ./dev.sh tools")
-        done = subprocess.run([str(BUILD)], env=env, capture_output=True, text=True, check=False)
-        assert done.returncode == 0, f"building {FAMILY} failed:\n{done.stderr[-3000:]}"
-    return path
+    return go_tool(FAMILY, FAMILY)
 
 
 def check(*files: Path) -> subprocess.CompletedProcess[str]:

@@ -18,7 +18,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
-FAMILIES = ("etcd", "kubernetes", "kubelet-config-check", "kwok", "pulumi", "pulumi-kubernetes")
+FAMILIES = ("etcd", "kubernetes", "kubelet-config-check", "kwok", "nvidia-container-toolkit", "pulumi",
+            "pulumi-kubernetes")
 # The project's own Python language host: a module of its own, built by the pulumi family beside the CLI.
 HOST = "pulumi-language-python"
 HOST_FILES = ("go.mod", "go.sum", "main.go")
@@ -119,6 +120,13 @@ def test_the_kubelet_config_check_is_built_from_the_control_plane_s_kubernetes()
     assert requires["k8s.io/kubernetes"] == control_plane["k8s.io/kubernetes"]
     assert replaces == control_plane_replaces
     assert all(control_plane.get(module, version) == version for module, version in requires.items())
+
+
+def test_nvidia_ctk_is_the_toolkit_version_the_role_installs():
+    requires, replaces, tools = go_mod("nvidia-container-toolkit")
+    role = yaml.safe_load((ROOT / "ansible/roles/container_runtime/defaults/main.yml").read_text())
+    assert tools == ["github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk"] and not replaces
+    assert requires["github.com/NVIDIA/nvidia-container-toolkit"] == f"v{role['container_runtime_nvidia_toolkit_version']}"
 
 
 def test_the_pulumi_cli_matches_the_python_sdk_or_is_the_documented_nearest():

@@ -7,14 +7,14 @@
 # Each family goes to $CACHE/<family>-<sha256 of its go.mod+go.sum, 16 hex>/bin, so a changed pin
 # builds into a new folder and an unchanged one is skipped. The pulumi family also builds the
 # project's own Python language host (module tools/pulumi-language-python), whose files are in its
-# key too. Binaries are built with -trimpath, CGO_ENABLED=0 and the Go on PATH (GOTOOLCHAIN=local:
-# no toolchain download).
+# key too. Binaries are built with -trimpath, CGO_ENABLED=0 (nvidia-ctk alone needs cgo) and the Go on
+# PATH (GOTOOLCHAIN=local: no toolchain download).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/tools
-FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes kubelet-config-check kwok pulumi pulumi-kubernetes}
+FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes kubelet-config-check kwok nvidia-container-toolkit pulumi pulumi-kubernetes}
 
 # What a family's build reads besides its go.mod and go.sum (in its cache key too).
 extra_inputs() {
@@ -92,6 +92,16 @@ build_kwok() {
 build_kubelet-config-check() {
   echo "tools: kubelet-config-check: the kubelet's config validation from k8s.io/kubernetes $(version_of k8s.io/kubernetes)" >&2
   (cd kubelet-config-check && go build -trimpath -o "$out/kubelet-config-check" .)
+}
+
+build_nvidia-container-toolkit() {
+  local v
+  v=$(version_of github.com/NVIDIA/nvidia-container-toolkit)
+  command -v gcc >/dev/null || { echo "tools: nvidia-ctk is built with cgo: install gcc (apt-get install gcc)" >&2; return 1; }
+  echo "tools: nvidia-container-toolkit: nvidia-ctk $v" >&2
+  (cd nvidia-container-toolkit && CGO_ENABLED=1 go build -trimpath \
+    -ldflags "-X github.com/NVIDIA/nvidia-container-toolkit/internal/info.version=${v#v}" \
+    -o "$out/nvidia-ctk" github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk)
 }
 
 build_pulumi() {

@@ -33,6 +33,7 @@ from infra.cluster.nodes import mig_config_name as node_mig_config_name
 from infra.cluster.objects import Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import gpu_pools, on_pools
 from infra.knowledge.chart_values import chart_values
+from infra.knowledge.platform import platform
 from infra.knowledge.versions import Image, versions
 from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
@@ -129,6 +130,9 @@ def device_plugin_values(env: Environment) -> Obj:
     plugin, GFD and MPS control daemon alike. NFD stays on: GFD writes its labels (among them
     nvidia.com/mps.capable, which the MPS control daemon's nodeSelector needs) to NFD's features.d,
     and only the NFD worker turns them into node labels, so the worker must reach every GPU pool.
+    deviceListStrategy is the platform's (volume-mounts): a container's GPUs arrive as mounts only the
+    kubelet makes, and the host layer sets NVIDIA's toolkit to ignore NVIDIA_VISIBLE_DEVICES in
+    unprivileged containers, so an image that sets it cannot see cards outside its quota.
     """
     pools = gpu_pools(env)
     plugin, worker = on_pools(pools), on_pools(pools)  # two copies: shared dicts would render as YAML anchors
@@ -145,6 +149,7 @@ def device_plugin_values(env: Environment) -> Obj:
             "worker": {"affinity": worker["affinity"], "tolerations": worker["tolerations"]},
         },
         "image": _image_values(pinned.images["device-plugin"]),
+        "deviceListStrategy": platform().gpu_isolation.device_list_strategy,
         "affinity": plugin["affinity"],
         "tolerations": plugin["tolerations"],
     }

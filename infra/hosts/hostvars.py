@@ -86,9 +86,11 @@ def kubelet(view: Resolved, resolved: ResolvedHost, pool: Pool) -> dict[str, Any
 
 
 def container_runtime() -> dict[str, Any]:
-    """What containerd must agree on with the kubelet and the CNI: one cgroup driver, one plugin folder."""
+    """What containerd must agree on with the kubelet and the CNI (one cgroup driver, one plugin folder), and
+    NVIDIA's toolkit with the device plugin (GPUs only as the kubelet's mounts; used on GPU hosts)."""
     runtime = platform().node_runtime
-    return {"cgroup_driver": runtime.cgroup_driver, "cni_bin_dir": runtime.cni_bin_dir}
+    return {"cgroup_driver": runtime.cgroup_driver, "cni_bin_dir": runtime.cni_bin_dir,
+            "nvidia_toolkit_settings": dict(platform().gpu_isolation.toolkit_settings)}
 
 
 def nvidia(resolved: ResolvedHost, pool: Pool) -> dict[str, Any] | None:

@@ -44,6 +44,22 @@ class NodeRuntime(Fact):
     cni_bin_dir: str = Field(pattern=r"^/")
 
 
+class GpuIsolation(Fact):
+    """How the device plugin hands a container its GPUs, and the toolkit settings that make it the only way."""
+
+    device_list_strategy: Literal["volume-mounts"]
+    toolkit_settings: dict[str, bool]
+
+    @model_validator(mode="after")
+    def _the_toolkit_takes_only_the_plugins_list(self) -> GpuIsolation:
+        wanted = {"accept-nvidia-visible-devices-envvar-when-unprivileged": False,
+                  "accept-nvidia-visible-devices-as-volume-mounts": True}
+        wrong = {key: value for key, value in wanted.items() if self.toolkit_settings.get(key) is not value}
+        if wrong:
+            raise ValueError(f"device_list_strategy {self.device_list_strategy} needs the toolkit settings {wrong}")
+        return self
+
+
 class EphemeralStorageDefaults(Fact):
     """LimitRange ephemeral-storage defaults for tenant containers (limit and request)."""
 
@@ -117,6 +133,7 @@ class Platform(Fact):
     kube_proxy_conntrack: KubeProxyConntrack
     kubelet: KubeletDefaults
     node_runtime: NodeRuntime
+    gpu_isolation: GpuIsolation
     service_cidr_min_prefix_ipv4: int
     cuda_releases: dict[str, CudaRelease]
     cuda_minor_compat_floor: dict[str, str]

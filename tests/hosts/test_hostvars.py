@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from infra.cli import main
+from infra.cluster import gpu
 from infra.cluster.gpu import mig_parted_text
 from infra.cluster.nodes import pool_taints
 from infra.hosts.hostvars import environment_host_vars, host_vars
@@ -132,7 +133,20 @@ def test_containerd_and_the_kubelet_get_one_cgroup_driver(env: str, sandbox: dic
     hosts = {"sandbox": sandbox, "example": example}[env]
     for name, settings in hosts.items():
         assert settings["kubelet"]["config"]["cgroupDriver"] == settings["container_runtime"]["cgroup_driver"], name
-        assert settings["container_runtime"] == {"cgroup_driver": "systemd", "cni_bin_dir": "/opt/cni/bin"}, name
+        assert {key: settings["container_runtime"][key] for key in ("cgroup_driver", "cni_bin_dir")} == {
+            "cgroup_driver": "systemd", "cni_bin_dir": "/opt/cni/bin"}, name
+
+
+@pytest.mark.parametrize("env", ["sandbox", "example"])
+def test_the_toolkit_takes_gpus_only_as_the_device_plugin_passes_them(env: str, sandbox: dict, example: dict) -> None:
+    # the host layer's toolkit settings and the cluster layer's deviceListStrategy come from one fact
+    view = resolve(load_environment(ROOT / "inventories" / env))
+    plugin = next(r for r in gpu.build(view).releases if r.name == gpu.DEVICE_PLUGIN).values
+    assert plugin["deviceListStrategy"] == "volume-mounts"
+    for name, settings in {"sandbox": sandbox, "example": example}[env].items():
+        assert settings["container_runtime"]["nvidia_toolkit_settings"] == {
+            "accept-nvidia-visible-devices-envvar-when-unprivileged": False,
+            "accept-nvidia-visible-devices-as-volume-mounts": True}, name
 
 
 def test_the_rollout_is_the_spec_s_and_defaults_to_all_hosts_at_once() -> None:

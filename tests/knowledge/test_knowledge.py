@@ -104,6 +104,22 @@ def test_an_inconsistent_cuda_table_is_refused(releases, floors, message):
         _platform_with(releases, floors)
 
 
+def test_gpu_isolation_is_volume_mounts_with_the_envvar_closed():
+    facts = platform().gpu_isolation
+    assert facts.device_list_strategy == "volume-mounts"
+    assert facts.toolkit_settings == {"accept-nvidia-visible-devices-envvar-when-unprivileged": False,
+                                      "accept-nvidia-visible-devices-as-volume-mounts": True}
+
+
+@pytest.mark.parametrize("key", ["accept-nvidia-visible-devices-envvar-when-unprivileged",
+                                 "accept-nvidia-visible-devices-as-volume-mounts"])
+def test_toolkit_settings_that_reopen_the_envvar_are_refused(key):
+    raw = platform().model_dump()
+    raw["gpu_isolation"]["toolkit_settings"][key] = not raw["gpu_isolation"]["toolkit_settings"][key]
+    with pytest.raises(ValidationError, match=f"needs the toolkit settings {{'{key}'"):
+        Platform.model_validate(raw)
+
+
 # --- GPU models: driver branch, MPS, media-extension profiles ---
 
 def test_every_card_names_its_oldest_driver_branch_and_mps_limit():
