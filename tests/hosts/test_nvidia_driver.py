@@ -224,3 +224,60 @@ def test_the_persistence_daemon_keeps_persistence_mode_on(converged: PlaybookRun
     assert restored.rc == 0, restored.tail()
     assert not gpu.file("/etc/systemd/system/nvidia-persistenced.service.d/k8s-node-pools.conf").exists
     assert "argv[]=/usr/bin/nvidia-persistenced --user nvpd ;" in exec_start(gpu)
+
+
+# The loaded module's version, as /sys/module/nvidia/version reports it: a stand-in file on the container host
+# (it shares the test machine's kernel, which has no nvidia module), the role's check run against it.
+MODULE_FILE = "/run/stand-in-nvidia-module-version"
+
+
+def check_module() -> PlaybookRun:
+    return run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver_run",
+                        "-e", json.dumps({"nvidia_driver_check_module": True,
+                                          "nvidia_driver_module_version_file": MODULE_FILE}))
+
+
+@pytest.mark.parametrize(("loaded", "says"), [
+    ("535.247.01", "sb-gpu-1 runs NVIDIA kernel module 535.247.01, but the driver is pinned at 535.261.03"),
+    (None, "sb-gpu-1 runs NVIDIA kernel module none (modprobe nvidia: modprobe: FATAL: Module nvidia not found"),
+])
+def test_a_kernel_running_another_module_stops_the_run(converged: PlaybookRun, host: Callable[[str], Any],
+                                                       loaded: str | None, says: str) -> None:
+    h = host("sb-gpu-1")
+    h.run(f"rm -f {MODULE_FILE}" if loaded is None else f"echo {loaded} > {MODULE_FILE}")
+    try:
+        run = check_module()
+    finally:
+        h.run(f"rm -f {MODULE_FILE}")
+    assert run.rc != 0 and run.failed() == {"sb-gpu-1": 1}
+    assert says in run.output
+    assert "Drain the node and reboot it" in run.output
+
+
+def test_the_pinned_module_passes_the_check(converged: PlaybookRun, host: Callable[[str], Any]) -> None:
+    h = host("sb-gpu-1")
+    h.run(f"echo {SPEC['sb-gpu-1']['nvidia']['driver_version']} > {MODULE_FILE}")
+    try:
+        run = check_module()
+    finally:
+        h.run(f"rm -f {MODULE_FILE}")
+    assert run.rc == 0, run.tail()
+    assert "Stop unless the kernel runs the pinned driver's module." in [r.task.split(" : ")[-1] for r in run.results
+                                                                          if r.status == "ok"]
+
+
+def test_a_card_less_host_says_its_module_is_not_checked(converged: PlaybookRun) -> None:
+    assert "nvidia_driver_check_module is false: the kernel module of sb-gpu-1 is not compared" in converged.output
+
+
+def test_the_running_kernels_headers_are_asked_for(converged: PlaybookRun, host: Callable[[str], Any]) -> None:
+    # The container runs the test machine's kernel, which Debian has no headers for: apt's refusal names the
+    # package the role asks for. On a Debian kernel (the sandbox's run skips it: nvidia_driver_kernel_module
+    # false) it installs.
+    kernel = host("sb-gpu-1").check_output("uname -r")
+    run = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver_install", "--check",
+                       "-e", json.dumps({"nvidia_driver_kernel_module": True}))
+    assert run.rc != 0
+    assert f"No package matching 'linux-headers-{kernel}' is available" in run.output
+    headers = "nvidia_driver : Install the running kernel's headers (DKMS builds the driver's module against them)."
+    assert [r.status for r in converged.results if r.host == "sb-gpu-1" and r.task == headers] == ["skipping"]
