@@ -33,6 +33,21 @@ STORAGE_DEFAULT = rule(
     "Mark exactly one class default: true (a single class is the default without it).",
 )
 
+STORAGE_DISK_NAME = rule(
+    "STORAGE-DISK-NAME", "warning",
+    "A local disk named by the kernel's name (/dev/nvme0n1, /dev/sdb): those follow probe order and may name "
+    "another disk after a reboot; the host layer then refuses to prepare it until the name is fixed.",
+    "Name the disk by /dev/disk/by-path/... (the same slot on every host of the pool) or /dev/disk/by-id/...",
+)
+
+
+def disk_names(env: Environment, report: Report) -> None:
+    for pool in env.pools.values():
+        for index, disk in enumerate(pool.vars.local_disks):
+            if not disk.device.startswith("/dev/disk/"):
+                report.add(STORAGE_DISK_NAME, pool.file_of("local_disks"), f"{pool.name}.local_disks[{index}].device",
+                           f"pool {pool.name} names a disk {disk.device}, the kernel's name")
+
 
 def class_capacity(env: Environment, name: str) -> Decimal:
     """Bytes behind a storage class: the local disks of its pools' hosts, or the CSI backend's capacity."""
@@ -49,6 +64,7 @@ def class_capacity(env: Environment, name: str) -> Decimal:
 
 def check(view: Resolved, report: Report) -> None:
     env = view.env
+    disk_names(env, report)
     classes = env.cluster.storage_classes
     source = env.cluster_source("storage_classes")
     defaults = [name for name, storage_class in classes.items() if storage_class.default]

@@ -342,7 +342,8 @@ class IrqAffinity(Strict):
 class LocalDisk(Strict):
     """A local NVMe disk, formatted and mounted for the local static provisioner to discover."""
 
-    device: str = Field(pattern=r"^/dev/[A-Za-z0-9/_.-]+$")
+    # /dev/disk/by-id/... or by-path/... (which survive NVMe renumbering; by-path names hold ':') or a kernel name
+    device: str = Field(pattern=r"^/dev/[A-Za-z0-9/_.:-]+$")
     size_gib: int = Field(ge=1)
     mount: str = Field(pattern=r"^/[A-Za-z0-9/_.-]+$")
     fs_type: Literal["ext4", "xfs"] = "xfs"

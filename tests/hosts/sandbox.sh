@@ -32,6 +32,11 @@ VM_PACKAGES=$HOST_PACKAGES,linux-image-amd64,initramfs-tools,e2fsprogs,chrony,xf
 VM_DEFAULT_NAME=sb-vm-1
 # A blank second disk, /dev/vdb in the guest: the memory pool's local_disks names it.
 VM_DATA_DISK_SIZE=${SANDBOX_VM_DATA_DISK_SIZE:-4G}
+VM_DATA_DISK_SERIAL=k8s-data-1 # /dev/disk/by-id/virtio-k8s-data-1, the name the pool's local_disks use
+# Two small disks with serial numbers (vdc, vdd) that vm-restart --swap-disks boots in the other order:
+# local_disks' proof that a pool naming disks by kernel name is refused after renumbering, and by-id is not.
+VM_SWAP_DISKS=(k8s-swap-a k8s-swap-b)
+VM_SWAP_DISK_SIZE=64M
 
 export CONTAINERS_CONF=$PODMAN_DIR/containers.conf
 export CONTAINERS_STORAGE_CONF=$PODMAN_DIR/storage.conf
@@ -60,10 +65,14 @@ Commands:
   status         list the sandbox hosts and the VM
   vm-up [--as NAME]
                  boot the emulated VM (qemu TCG, the rootfs's own kernel, a qcow2 overlay, a blank
-                 $VM_DATA_DISK_SIZE second disk /dev/vdb, the NIC named eth0) and wait for ssh; connection variables in
+                 $VM_DATA_DISK_SIZE second disk /dev/vdb with serial $VM_DATA_DISK_SERIAL, two $VM_SWAP_DISK_SIZE disks vdc and vdd,
+                 the NIC named eth0) and wait for ssh; connection variables in
                  .state/vm/inventory.yml under host NAME (default $VM_DEFAULT_NAME; --as sb-mem-1 makes the VM stand in
                  for that inventory host: -i inventories/sandbox -i .state/vm/inventory.yml --limit sb-mem-1)
-  vm-down        stop the VM and drop its overlay and data disk (the base image stays cached)
+  vm-restart [--swap-disks]
+                 power the VM off and boot it again (its disks kept); --swap-disks boots the two small
+                 disks with serial numbers (vdc, vdd; /dev/disk/by-id/virtio-k8s-swap-a, -b) in the other order
+  vm-down        stop the VM and drop its overlay and data disks (the base image stays cached)
   ssh NAME [CMD] ssh to a host or to $VM_DEFAULT_NAME with the sandbox key
   vm-ssh [CMD]   ssh to the VM, whatever name it stands in for
 
@@ -385,6 +394,57 @@ vm_image() {
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
+# Starts qemu on the VM's files (vm-up made them) and waits for ssh. The drives' order makes the root disk
+# vda, the memory pool's blank data disk vdb (serial k8s-data-1), and the two small disks with serial numbers (their
+# /dev/disk/by-id/virtio-SERIAL names follow the disk) vdc and vdd - or vdd and vdc after vm-restart
+# --swap-disks, as NVMe names renumber between boots.
+vm_launch() {
+  local name port base disks=("${VM_SWAP_DISKS[@]}") swap_drives=() disk
+  name=$(vm_name)
+  port=$(cat "$VM_DIR/port")
+  base=$(cat "$VM_DIR/base")
+  [[ -f $VM_DIR/swapped ]] && disks=("${disks[1]}" "${disks[0]}")
+  # Every disk an explicit device, so the kernel names them in this order (qemu creates -device disks
+  # before if=virtio ones); a serial number gives a disk its /dev/disk/by-id/virtio-SERIAL name.
+  for disk in "${disks[@]}"; do
+    swap_drives+=(-drive "file=$VM_DIR/$disk.qcow2,if=none,id=$disk,format=qcow2" -device "virtio-blk-pci,drive=$disk,serial=$disk")
+  done
+  # net.ifnames=0: the NIC is eth0, as the pools' irq_affinity names it; systemd.hostname: the name the
+  # VM stands in for. A reboot inside the guest boots the same kernel and command line again (qemu keeps
+  # -kernel and -append).
+  qemu-system-x86_64 -name "$name" -machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU" -smp 2 -m "$VM_MEMORY" \
+    -kernel "$base.vmlinuz" -initrd "$base.initrd" \
+    -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0 net.ifnames=0 systemd.hostname=$name" \
+    -drive "file=$VM_DIR/overlay.qcow2,if=none,id=root,format=qcow2" -device virtio-blk-pci,drive=root \
+    -drive "file=$VM_DIR/vdb.qcow2,if=none,id=data,format=qcow2" -device "virtio-blk-pci,drive=data,serial=$VM_DATA_DISK_SERIAL" \
+    "${swap_drives[@]}" \
+    -netdev "user,id=n0,ipv6=off,hostfwd=tcp:127.0.0.1:$port-:22" -device virtio-net-pci,netdev=n0 \
+    -display none -serial "file:$VM_DIR/console.log" -monitor none \
+    -pidfile "$VM_DIR/qemu.pid" -daemonize
+  local deadline=$((SECONDS + VM_BOOT_TIMEOUT))
+  until ssh "${SSH_OPTS[@]}" -i "$HOSTS_DIR/id_ed25519" -p "$port" root@127.0.0.1 true 2>/dev/null; do
+    vm_running || die "qemu exited; see ${VM_DIR#"$ROOT"/}/console.log"
+    ((SECONDS < deadline)) || die "no ssh after ${VM_BOOT_TIMEOUT} s; see ${VM_DIR#"$ROOT"/}/console.log"
+    sleep 2
+  done
+}
+
+cmd_vm_restart() {
+  [[ $# -eq 0 || ($# -eq 1 && $1 == --swap-disks) ]] || die "vm-restart takes only --swap-disks"
+  vm_running || die "the VM is not running: vm-up first"
+  step "power the VM off and boot it again${1:+, vdc and vdd swapped}"
+  local pid
+  pid=$(cat "$VM_DIR/qemu.pid")
+  ssh "${SSH_OPTS[@]}" -i "$HOSTS_DIR/id_ed25519" -p "$(cat "$VM_DIR/port")" root@127.0.0.1 systemctl poweroff || true
+  for _ in $(seq 1 "$VM_BOOT_TIMEOUT"); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+  kill -0 "$pid" 2>/dev/null && die "the VM did not power off in ${VM_BOOT_TIMEOUT} s"
+  if [[ ${1:-} == --swap-disks ]]; then
+    if [[ -f $VM_DIR/swapped ]]; then rm "$VM_DIR/swapped"; else touch "$VM_DIR/swapped"; fi
+  fi
+  vm_launch
+  done_step
+}
+
 cmd_vm_up() {
   need qemu-system-x86_64 ssh
   local name=$VM_DEFAULT_NAME
@@ -403,25 +463,12 @@ cmd_vm_up() {
   step "boot the VM as $name (${VM_ACCEL%%,*}, ${VM_MEMORY} MiB, ssh on 127.0.0.1:$port)"
   qemu-img create -q -f qcow2 -F raw -b "$VM_BASE.raw" "$VM_DIR/overlay.qcow2"
   qemu-img create -q -f qcow2 "$VM_DIR/vdb.qcow2" "$VM_DATA_DISK_SIZE"
+  for disk in "${VM_SWAP_DISKS[@]}"; do qemu-img create -q -f qcow2 "$VM_DIR/$disk.qcow2" "$VM_SWAP_DISK_SIZE"; done
+  rm -f "$VM_DIR/swapped"
   echo "$port" >"$VM_DIR/port"
   echo "$name" >"$VM_DIR/name"
-  # net.ifnames=0: the NIC is eth0, as the pools' irq_affinity names it; systemd.hostname: the name the
-  # VM stands in for. The drives' order makes the root disk vda and the blank data disk vdb. A reboot
-  # inside the guest boots the same kernel and command line again (qemu keeps -kernel and -append).
-  qemu-system-x86_64 -name "$name" -machine q35 -accel "$VM_ACCEL" -cpu "$VM_CPU" -smp 2 -m "$VM_MEMORY" \
-    -kernel "$VM_BASE.vmlinuz" -initrd "$VM_BASE.initrd" \
-    -append "root=/dev/vda rw console=ttyS0 quiet systemd.show_status=0 net.ifnames=0 systemd.hostname=$name" \
-    -drive "file=$VM_DIR/overlay.qcow2,if=virtio,format=qcow2" \
-    -drive "file=$VM_DIR/vdb.qcow2,if=virtio,format=qcow2" \
-    -netdev "user,id=n0,ipv6=off,hostfwd=tcp:127.0.0.1:$port-:22" -device virtio-net-pci,netdev=n0 \
-    -display none -serial "file:$VM_DIR/console.log" -monitor none \
-    -pidfile "$VM_DIR/qemu.pid" -daemonize
-  local deadline=$((SECONDS + VM_BOOT_TIMEOUT))
-  until ssh "${SSH_OPTS[@]}" -i "$HOSTS_DIR/id_ed25519" -p "$port" root@127.0.0.1 true 2>/dev/null; do
-    vm_running || die "qemu exited; see ${VM_DIR#"$ROOT"/}/console.log"
-    ((SECONDS < deadline)) || die "no ssh after ${VM_BOOT_TIMEOUT} s; see ${VM_DIR#"$ROOT"/}/console.log"
-    sleep 2
-  done
+  echo "$VM_BASE" >"$VM_DIR/base"
+  vm_launch
   {
     echo "# Written by tests/hosts/sandbox.sh vm-up."
     echo "all:"
@@ -443,7 +490,8 @@ cmd_vm_down() {
     kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
   fi
   rm -f "$VM_DIR/qemu.pid" "$VM_DIR/overlay.qcow2" "$VM_DIR/vdb.qcow2" "$VM_DIR/port" "$VM_DIR/name" \
-    "$VM_DIR/inventory.yml"
+    "$VM_DIR/inventory.yml" "$VM_DIR/base" "$VM_DIR/swapped"
+  for disk in "${VM_SWAP_DISKS[@]}"; do rm -f "$VM_DIR/$disk.qcow2"; done
   done_step
 }
 
@@ -476,6 +524,7 @@ main() {
     status) cmd_status ;;
     vm-up) cmd_vm_up "$@" ;;
     vm-ssh) cmd_ssh "$VM_DEFAULT_NAME" "$@" ;;
+    vm-restart) cmd_vm_restart "$@" ;;
     vm-down) cmd_vm_down ;;
     ssh) cmd_ssh "$@" ;;
     *) usage >&2; exit 2 ;;

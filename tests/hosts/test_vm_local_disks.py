@@ -1,20 +1,32 @@
-"""The local_disks role: on the emulated VM standing in for sb-mem-1, the memory pool's blank /dev/vdb is
-formatted with the pool's filesystem, mounted at its mount path and in fstab by UUID, and a second run changes
-nothing; a disk holding a foreign filesystem or partition table is refused by name and left untouched (and
+"""The local_disks role: on the emulated VM standing in for sb-mem-1, the memory pool's blank disk (by id,
+the kernel's /dev/vdb) is formatted with the pool's filesystem (labelled for its mount point), mounted at its mount path and in fstab by
+UUID, and a second run changes nothing; after the kernel's names of two disks swap (the VM booted with their
+order reversed), a pool naming them by kernel name is refused and one naming them by /dev/disk/by-id is not; a disk holding a foreign filesystem or partition table is refused by name and left untouched (and
 formatted only when forced). Container hosts have no disks of their own: the role prepares none there."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import ROOT, VM_STANDS_IN_FOR, run_vm_playbook
+from conftest import ROOT, VM_STANDS_IN_FOR, run_vm_playbook, sandbox
 
-DEVICE, MOUNT, FS_TYPE, LABEL = "/dev/vdb", "/mnt/disks/vdb", "xfs", "k8s-local"
+# The pool names the disk by id (its serial number); the kernel calls it vdb.
+DEVICE, KERNEL_NAME, MOUNT, FS_TYPE = "/dev/disk/by-id/virtio-k8s-data-1", "/dev/vdb", "/mnt/disks/vdb", "xfs"
+
+
+def label(mount: str) -> str:
+    """The filesystem label the role gives the disk of MOUNT: one per disk, naming the mount it belongs to."""
+    return "k8s-" + hashlib.sha1(mount.encode()).hexdigest()[:8]
+
+
+LABEL = label(MOUNT)
 TAGS = ("--tags", "local_disks_install,local_disks_configure")
 
 
@@ -37,7 +49,8 @@ def test_the_disk_is_formatted_with_the_pool_s_filesystem(vm_converged, vm):
 
 def test_the_disk_is_mounted_at_its_mount_path(vm_converged, vm):
     source, fstype, target = vm.check_output(f"findmnt -n -o SOURCE,FSTYPE,TARGET --mountpoint {MOUNT}").split()
-    assert (source, fstype, target) == (DEVICE, FS_TYPE, MOUNT)
+    assert (source, fstype, target) == (KERNEL_NAME, FS_TYPE, MOUNT)
+    assert vm.check_output(f"readlink -f {DEVICE}") == KERNEL_NAME
     assert vm.mount_point(MOUNT).exists
 
 
@@ -46,7 +59,7 @@ def test_the_mount_is_in_fstab_by_uuid(vm_converged, vm):
     entries = [line.split() for line in vm.file("/etc/fstab").content_string.splitlines()
                if line.strip() and not line.startswith("#")]
     assert [f"UUID={uuid}", MOUNT, FS_TYPE, "defaults,nofail", "0", "0"] in entries
-    assert not any(entry[0] == DEVICE for entry in entries)  # never by a name that can change between boots
+    assert not any(entry[0] in (DEVICE, KERNEL_NAME) for entry in entries)  # by UUID only
 
 
 def test_a_second_run_changes_nothing(vm_converged, vm):
@@ -96,3 +109,59 @@ def test_container_hosts_prepare_no_disks(converged, host, name):
     assert f"local_disks: no disks to prepare on {name}" in converged.output
     assert not host(name).file(MOUNT).exists
     assert MOUNT not in host(name).file("/etc/fstab").content_string
+
+
+# Two small disks with serial numbers the VM can boot in either order (tests/hosts/sandbox.sh vm-restart
+# --swap-disks): kernel name, /dev/disk/by-id name, mount point.
+SWAP = {"a": ("/dev/vdc", "/dev/disk/by-id/virtio-k8s-swap-a", "/mnt/swap-a"),
+        "b": ("/dev/vdd", "/dev/disk/by-id/virtio-k8s-swap-b", "/mnt/swap-b")}
+
+
+def swap_disks(by_id: bool) -> str:
+    return json.dumps({"local_disks_disks": [{"device": by_id_name if by_id else kernel, "mount": mount,
+                                              "fs_type": "ext4", "size_gib": 1}
+                                             for kernel, by_id_name, mount in SWAP.values()]})
+
+
+@pytest.fixture(scope="module")
+def renumbered(vm_converged: Any, vm: Any) -> Iterator[Any]:
+    """The two disks prepared by kernel name, each mount point given a file naming its disk, then the VM
+    booted with the two disks in the other order (vdc is now disk b)."""
+    run = run_vm_playbook("site.yml", *TAGS, "-e", swap_disks(by_id=False))
+    assert run.rc == 0, run.tail()
+    for disk, (_, _, mount) in SWAP.items():
+        vm.check_output(f"echo {disk} > {mount}/disk")
+    restarted = sandbox("vm-restart", "--swap-disks")
+    assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+    yield vm
+
+
+def test_the_kernel_s_names_changed_and_each_mount_kept_its_disk(renumbered: Any) -> None:
+    vm = renumbered
+    for disk, (_, by_id, mount) in SWAP.items():
+        other = SWAP["b" if disk == "a" else "a"][0]
+        assert vm.check_output(f"readlink -f {by_id}") == other  # the renumbering
+        assert vm.file(f"{mount}/disk").content_string == f"{disk}\n"  # fstab mounts by UUID
+        assert vm.check_output(f"blkid --probe --match-tag LABEL --output value {by_id}") == label(mount)
+
+
+def test_kernel_names_that_now_point_at_the_other_disk_are_refused(renumbered: Any) -> None:
+    vm = renumbered
+    fstab = vm.file("/etc/fstab").content_string
+    uuid_b = vm.check_output(f"blkid --probe --match-tag UUID --output value {SWAP['b'][1]}")
+    run = run_vm_playbook("site.yml", *TAGS, "-e", swap_disks(by_id=False))
+    assert run.rc != 0
+    assert (f"/dev/vdc on {VM_STANDS_IN_FOR} is not the disk mounted at /mnt/swap-a: fstab mounts UUID=") in run.output
+    assert f"/dev/vdc holds UUID={uuid_b} (label {label('/mnt/swap-b')}, mounted at /mnt/swap-b)" in run.output
+    assert "name the pool's disks by /dev/disk/by-id/" in run.output
+    assert run.recap[VM_STANDS_IN_FOR]["changed"] == 0
+    assert vm.file("/etc/fstab").content_string == fstab
+    assert vm.file("/mnt/swap-a/disk").content_string == "a\n"
+
+
+def test_by_id_names_follow_the_disks(renumbered: Any) -> None:
+    vm = renumbered
+    run = run_vm_playbook("site.yml", *TAGS, "-e", swap_disks(by_id=True))
+    assert run.rc == 0, run.tail()
+    assert run.changed() == {}, run.describe_changes()
+    assert vm.file("/mnt/swap-a/disk").content_string == "a\n"

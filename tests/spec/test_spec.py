@@ -91,6 +91,8 @@ def test_every_problem_is_listed_together(inventory, write):
                      {"device": "/dev/nvme0n1", "size_gib": 1, "mount": "/mnt/b"}],
      "device /dev/nvme0n1 listed more than once"),
     ("irq_affinity", {"interfaces": ["a-name-too-long-for-linux"], "cpus": "0"}, "String should match pattern"),
+    ("local_disks", [{"device": "/dev/disk/by-id/nvme disk", "size_gib": 1, "mount": "/mnt/a"}],
+     "String should match pattern"),
 ])
 def test_pool_values_are_validated(inventory, write, field, value, message):
     inventory["group_vars"]["gpu"][field] = value
@@ -257,3 +259,11 @@ def test_a_quoted_boolean_is_refused(inventory, write):
     inventory["group_vars"]["all"]["storage_classes"]["nfs"]["default"] = "false"
     [problem] = problems_of(write(inventory))
     assert problem.endswith("storage_classes.nfs.default: 'false' is a string; write true or false without quotes")
+
+
+def test_disks_may_be_named_by_id_or_by_path(inventory, write):
+    disks = [{"device": "/dev/disk/by-id/nvme-SAMSUNG_MZQL21T9HCJR-00A07_S64GNE0R123456", "size_gib": 1, "mount": "/mnt/a"},
+             {"device": "/dev/disk/by-path/pci-0000:5e:00.0-nvme-1", "size_gib": 1, "mount": "/mnt/b"}]
+    inventory["group_vars"]["gpu"]["local_disks"] = disks
+    env = load_environment(write(inventory))
+    assert [disk.device for disk in env.pools["gpu"].vars.local_disks] == [disk["device"] for disk in disks]
