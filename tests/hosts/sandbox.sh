@@ -50,7 +50,8 @@ Usage: tests/hosts/sandbox.sh COMMAND [ARGS]
 Disposable Debian ($SUITE) hosts for the host layer, all state under .state/ of this checkout.
 
 Commands:
-  install        apt-get install what this needs (podman, slirp4netns, runc, mmdebstrap, qemu); root, Debian
+  install        apt-get install what this needs (podman, slirp4netns, runc, mmdebstrap, qemu; gpg, which signs
+                 the tests' local apt repository); root, Debian
   image          build the host rootfs and its podman image once; rebuilt only when the recipe changes
   up [N | --from-inventory DIR]
                  start one systemd host per inventory host (default: --from-inventory inventories/sandbox)
@@ -504,9 +505,9 @@ cmd_ssh() {
 }
 
 cmd_install() {
-  step "apt-get install podman slirp4netns runc mmdebstrap qemu-system-x86 qemu-utils uidmap"
+  step "apt-get install podman slirp4netns runc mmdebstrap qemu-system-x86 qemu-utils uidmap gpg"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-    podman slirp4netns runc mmdebstrap qemu-system-x86 qemu-utils uidmap openssh-client e2fsprogs >/dev/null
+    podman slirp4netns runc mmdebstrap qemu-system-x86 qemu-utils uidmap openssh-client e2fsprogs gpg >/dev/null
   done_step
 }
 

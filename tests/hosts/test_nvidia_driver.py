@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aptrepo import SigningKey, make_key
 from conftest import PlaybookRun, run_playbook
 
 from infra.hosts.hostvars import environment_host_vars
@@ -130,12 +131,17 @@ def test_a_gpu_host_without_a_card_stops_the_run(converged: PlaybookRun, host: C
     assert host("sb-gpu-1").check_output("md5sum /etc/apt/preferences.d/nvidia-driver.pref") == before
 
 
-def test_nvidia_repository_and_fabric_manager_render_in_check_mode(converged: PlaybookRun,
-                                                                    host: Callable[[str], Any]) -> None:
+@pytest.fixture(scope="module")
+def repo_key(tmp_path_factory: pytest.TempPathFactory) -> SigningKey:
+    return make_key(tmp_path_factory.mktemp("gnupg"), "stand-in for NVIDIA's CUDA repository key")
+
+
+def test_nvidia_repository_and_fabric_manager_render_in_check_mode(converged: PlaybookRun, host: Callable[[str], Any],
+                                                                    repo_key: SigningKey) -> None:
     """An NVSwitch board on NVIDIA's repository, forced on a sandbox host in check mode (nothing written):
     the repository, its key, and the fabric manager pinned to exactly the driver's version."""
     forced = {"nvidia_driver_source": "nvidia", "nvidia_driver_fabric_manager": True,
-              "nvidia_driver_repo_key": "-----BEGIN PGP PUBLIC KEY BLOCK-----\ntest\n-----END PGP PUBLIC KEY BLOCK-----\n"}
+              "nvidia_driver_repo_key": repo_key.armored, "nvidia_driver_repo_key_fingerprints": [repo_key.fingerprint]}
     run = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver_repository", "--check", "--diff",
                        "-e", json.dumps(forced))
     assert run.rc == 0, run.tail()
@@ -146,6 +152,21 @@ def test_nvidia_repository_and_fabric_manager_render_in_check_mode(converged: Pl
     assert f"xserver-xorg-video-nvidia nvidia-fabricmanager-{branch}\n" in run.output  # pinned with the driver
     assert f"Pin: version {version}-*" in run.output
     # check mode: the host still has Debian's source and no NVIDIA repository
+    assert host("sb-gpu-1").file("/etc/apt/sources.list.d/debian-nvidia.sources").exists
+    assert not host("sb-gpu-1").file("/etc/apt/sources.list.d/nvidia-cuda.sources").exists
+    assert not host("sb-gpu-1").file("/usr/share/keyrings/nvidia-cuda.asc").exists
+
+
+def test_a_repository_key_without_the_pinned_fingerprint_stops_the_run(converged: PlaybookRun,
+                                                                       host: Callable[[str], Any],
+                                                                       repo_key: SigningKey) -> None:
+    """The twin: the same key against the role's default pin (NVIDIA's 3bf863cc) is refused, nothing written."""
+    run = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "nvidia_driver_repository",
+                       "-e", json.dumps({"nvidia_driver_source": "nvidia", "nvidia_driver_repo_key": repo_key.armored}))
+    assert run.rc != 0
+    assert (f"sb-gpu-1: the nvidia-cuda repository key from apt_repository_key_text has fingerprint "
+            f"{repo_key.fingerprint}, which is none of the pinned EB693B3035CD5710E231E123A4B469963BF863CC") in run.output
+    assert run.changed() == {}
     assert host("sb-gpu-1").file("/etc/apt/sources.list.d/debian-nvidia.sources").exists
     assert not host("sb-gpu-1").file("/etc/apt/sources.list.d/nvidia-cuda.sources").exists
     assert not host("sb-gpu-1").file("/usr/share/keyrings/nvidia-cuda.asc").exists
