@@ -4,7 +4,8 @@ A repository key fetched from its URL is only as trustworthy as that URL (a mirr
 the roles pin each repository key by the fingerprint its publisher announces and refuse a key that
 carries none of the pinned ones, before apt ever reads it. The hosts of this project have `gpgv` (apt's
 own verifier) but no `gpg` to list a key's fingerprint, so the roles hand the key's text to the
-`openpgp_fingerprints` filter, which parses it here (RFC 4880 packets, version 4 keys).
+`openpgp_key_problem` filter (ansible/roles/apt_repository_key), which parses it here (RFC 4880 packets,
+version 4 keys).
 """
 
 from __future__ import annotations

@@ -31,12 +31,14 @@ class SigningKey:
         return done.stdout
 
 
-def make_key(home: Path, name: str = "k8s-node-pools test repository") -> SigningKey:
-    """A new signing key (ed25519, no passphrase) in HOME, with gpg's own view of its fingerprint."""
+def make_key(home: Path, name: str = "k8s-node-pools test repository", algorithm: str = "ed25519",
+             usage: str = "sign") -> SigningKey:
+    """A new key (no passphrase) in HOME, beside any already there, with gpg's own view of its fingerprint."""
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    uid = f"{name} <test@k8s-node-pools.invalid>"
     key = SigningKey(home, "", "")
-    key.gpg("--passphrase", "", "--quick-gen-key", f"{name} <test@k8s-node-pools.invalid>", "ed25519", "sign", "never")
-    fingerprint = next(line.split(":")[9] for line in key.gpg("--with-colons", "--list-keys").splitlines()
+    key.gpg("--passphrase", "", "--quick-gen-key", uid, algorithm, usage, "never")
+    fingerprint = next(line.split(":")[9] for line in key.gpg("--with-colons", "--list-keys", f"={uid}").splitlines()
                        if line.startswith("fpr:"))
     return SigningKey(home, fingerprint, key.gpg("--armor", "--export", fingerprint))
 

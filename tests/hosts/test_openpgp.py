@@ -14,13 +14,7 @@ from infra.hosts.openpgp import OpenPgpError, fingerprints, key_problem
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> tuple[SigningKey, SigningKey]:
     home = tmp_path_factory.mktemp("gnupg")
-    first = make_key(home / "a")
-    rsa = SigningKey(home / "a", "", "")
-    rsa.gpg("--passphrase", "", "--quick-gen-key", "rsa key <rsa@k8s-node-pools.invalid>", "rsa2048", "sign,encr",
-            "never")
-    second = next(line.split(":")[9] for line in rsa.gpg("--with-colons", "--list-keys", "rsa@").splitlines()
-                  if line.startswith("fpr:"))
-    return first, SigningKey(home / "a", second, rsa.gpg("--armor", "--export", second))
+    return make_key(home), make_key(home, "rsa key", "rsa2048", "sign,encr")
 
 
 def test_fingerprints_are_gpg_s(keys: tuple[SigningKey, SigningKey]) -> None:
