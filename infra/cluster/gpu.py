@@ -30,7 +30,7 @@ import yaml
 
 from infra.cluster.nodes import MIG_DISABLED, device_plugin_config_name
 from infra.cluster.nodes import mig_config_name as node_mig_config_name
-from infra.cluster.objects import Concern, HelmRelease, Obj, obj
+from infra.cluster.objects import LABEL_PREFIX, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import gpu_pools, on_pools
 from infra.knowledge.chart_values import chart_values
 from infra.knowledge.platform import platform
@@ -47,6 +47,15 @@ POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 DEVICE_PLUGIN = "nvidia-device-plugin"  # component in versions.yml, and the release name
 DCGM_EXPORTER = "dcgm-exporter"  # component in versions.yml, and the release name
+
+GPU_CLIENTS_LABEL = f"{LABEL_PREFIX}/gpu-clients"
+GPU_CLIENTS_PAUSED = "paused-for-mig-change"
+"""A node labelled GPU_CLIENTS_LABEL=GPU_CLIENTS_PAUSED loses the pods that hold its cards open: the device
+plugin, GFD, the MPS control daemon and dcgm-exporter require the label to be anything else, so the DaemonSet
+controller deletes them when it is set and recreates them when it is removed. The host layer's mig role
+sets it around a repartition (a GPU reset fails while a client holds the card, and a plugin that outlives
+the change keeps advertising the old layout), as NVIDIA's own MIG manager pauses these components with its
+nvidia.com/gpu.deploy.* labels."""
 
 FALLBACK_CONFIG = "unlabelled.isolated"
 """The config of a node in a GPU pool that lacks its config label (config.default). Pool config names
@@ -73,6 +82,16 @@ UNRECORDED_KEYS: Mapping[str, Mapping[str, str]] = {
 }
 """Values keys set here that chart_values.yml does not record, with the file they were read from
 (k8s-device-plugin tag v0.20.0, deployments/helm/nvidia-device-plugin/)."""
+
+
+def gpu_client_placement(env: Environment) -> Obj:
+    """Affinity and tolerations for a pod that holds the cards open: the GPU pools, unless paused."""
+    placement = on_pools(gpu_pools(env))
+    paused = {"key": GPU_CLIENTS_LABEL, "operator": "NotIn", "values": [GPU_CLIENTS_PAUSED]}
+    for term in placement["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]:
+        term["matchExpressions"].append(dict(paused))
+    return placement
 
 
 # --- the device plugin's config file, per pool ---
@@ -126,16 +145,16 @@ def device_plugin_values(env: Environment) -> Obj:
     config.default names the fallback: with more than one config and no default the chart refuses to
     render (templates/validation.yml). The global migStrategy stays unset, since as env MIG_STRATEGY it
     would override every pool's flags.migStrategy. affinity and tolerations replace the chart's
-    (NFD-label affinity, nvidia.com/gpu toleration) with exactly the GPU pools'; they apply to the
-    plugin, GFD and MPS control daemon alike. NFD stays on: GFD writes its labels (among them
-    nvidia.com/mps.capable, which the MPS control daemon's nodeSelector needs) to NFD's features.d,
-    and only the NFD worker turns them into node labels, so the worker must reach every GPU pool.
+    (NFD-label affinity, nvidia.com/gpu toleration) with exactly the GPU pools' (less a node whose
+    GPU clients are paused); they apply to the plugin, GFD and MPS control daemon alike. NFD stays
+    on: GFD writes its labels (among them nvidia.com/mps.capable, which the MPS control daemon's
+    nodeSelector needs) to NFD's features.d, and only the NFD worker turns them into node labels, so
+    the worker must reach every GPU pool.
     deviceListStrategy is the platform's (volume-mounts): a container's GPUs arrive as mounts only the
     kubelet makes, and the host layer sets NVIDIA's toolkit to ignore NVIDIA_VISIBLE_DEVICES in
     unprivileged containers, so an image that sets it cannot see cards outside its quota.
     """
-    pools = gpu_pools(env)
-    plugin, worker = on_pools(pools), on_pools(pools)  # two copies: shared dicts would render as YAML anchors
+    plugin, worker = gpu_client_placement(env), on_pools(gpu_pools(env))  # the NFD worker holds no card
     pinned = versions()[DEVICE_PLUGIN]
     return {
         "config": {
@@ -226,7 +245,7 @@ def dcgm_exporter_values(env: Environment, service_monitor: bool = False,
     `service_monitor_labels` are the labels a Prometheus serviceMonitorSelector matches.
     """
     facts = chart_values().dcgm_exporter
-    placement = on_pools(gpu_pools(env))
+    placement = gpu_client_placement(env)
     monitor: Obj = {"enabled": service_monitor}
     if service_monitor_labels:
         monitor["additionalLabels"] = dict(sorted(service_monitor_labels.items()))

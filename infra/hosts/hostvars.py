@@ -13,7 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from infra.cluster.gpu import host_mig_parted
+from infra.cluster.gpu import GPU_CLIENTS_LABEL, GPU_CLIENTS_PAUSED, host_mig_parted
 from infra.cluster.nodes import kubelet_registration
 from infra.knowledge.platform import platform
 from infra.model.conntrack import BUCKETS_SYSCTL, MAX_SYSCTL, conntrack
@@ -110,11 +110,13 @@ def nvidia(resolved: ResolvedHost, pool: Pool) -> dict[str, Any] | None:
 
 def mig(env: Environment, resolved: ResolvedHost, pool: Pool) -> dict[str, Any] | None:
     """The mig-parted file (the same text as the cluster layer's ConfigMap) and this pool's entry in it:
-    its layout on MIG pools, all-disabled on the other pools' MIG-capable cards; None where no card has MIG."""
+    its layout on MIG pools, all-disabled on the other pools' MIG-capable cards; None where no card has MIG.
+    `pause_label` is the node label that takes the cluster layer's GPU clients off the node while it repartitions."""
     selection = host_mig_parted(env, pool)
     if selection is None or resolved.gpu is None or resolved.gpu.mig is None:
         return None
-    return {"config": selection.config, "file": selection.text}
+    return {"config": selection.config, "file": selection.text,
+            "pause_label": {"key": GPU_CLIENTS_LABEL, "value": GPU_CLIENTS_PAUSED}}
 
 
 def _bytes(amount: Decimal) -> str:

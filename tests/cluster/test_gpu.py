@@ -31,12 +31,14 @@ from infra.cluster.nodes import (
 )
 from infra.cluster.objects import Concern, HelmRelease, key
 from infra.cluster.placement import gpu_pools, on_pools
+from infra.hosts.hostvars import environment_host_vars
 from infra.knowledge.chart_values import chart_values
 from infra.knowledge.gpus import gpu_models
 from infra.knowledge.versions import versions
 from infra.model.capacity import gpu_resources
 from infra.model.mig import placement
 from infra.model.resolve import Resolved, resolve
+from infra.planning.filters import matches
 from infra.spec import load_environment
 
 PLUGIN = chart_values().nvidia_device_plugin
@@ -150,8 +152,9 @@ def label_problems(view: Resolved, concern: Concern) -> list[str]:
     return problems
 
 
-def placement_problems(view: Resolved, values: dict[str, Any]) -> list[str]:
-    """Pod placement values that do not put the DaemonSet on exactly the GPU pools."""
+def placement_problems(view: Resolved, values: dict[str, Any], gpu_client: bool = False) -> list[str]:
+    """Pod placement values that do not put the DaemonSet on exactly the GPU pools (less the nodes whose GPU
+    clients are paused, for a `gpu_client`)."""
     pools = gpu_pools(view.env)
     want_taints = {(t["key"], t.get("value", ""), t["effect"]) for pool in pools for t in pool_taints(pool)}
     got_taints = {(t["key"], t.get("value", ""), t["effect"]) for t in values["tolerations"]}
@@ -161,6 +164,8 @@ def placement_problems(view: Resolved, values: dict[str, Any]) -> list[str]:
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     selected = {(e["key"], e["operator"], tuple(e["values"])) for term in terms for e in term["matchExpressions"]}
     want = {(POOL_LABEL, "In", tuple(sorted(pool.name for pool in pools)))}
+    if gpu_client:
+        want.add((gpu.GPU_CLIENTS_LABEL, "NotIn", (gpu.GPU_CLIENTS_PAUSED,)))
     if selected != want:
         problems.append(f"affinity {sorted(selected)}, want {sorted(want)}")
     return problems
@@ -468,8 +473,35 @@ def test_plugin_gfd_nfd_worker_and_dcgm_run_on_exactly_the_gpu_pools(name):
     view = shipped(name)
     concern = gpu.build(view)
     plugin = release(concern, gpu.DEVICE_PLUGIN).values
-    for values in (plugin, plugin["nfd"]["worker"], release(concern, gpu.DCGM_EXPORTER).values):
-        assert placement_problems(view, values) == []
+    assert placement_problems(view, plugin["nfd"]["worker"]) == []
+    for values in (plugin, release(concern, gpu.DCGM_EXPORTER).values):
+        assert placement_problems(view, values, gpu_client=True) == []
+        assert placement_problems(view, values) != []
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_node_paused_for_a_mig_change_loses_exactly_its_gpu_clients(name):
+    """The host layer's mig role labels a node before it resets its cards; the pods that hold the cards
+    (plugin + GFD + MPS daemon, dcgm-exporter) must leave it, the NFD worker (no card) stays. Matched as the
+    DaemonSet controller matches required node affinity (infra.planning.filters, fit's model of it)."""
+    view = shipped(name)
+    concern = gpu.build(view)
+    plugin, dcgm = release(concern, gpu.DEVICE_PLUGIN).values, release(concern, gpu.DCGM_EXPORTER).values
+    hosts = [(host, pool) for pool in gpu_pools(view.env) for host in view.of_pool(pool)]
+    assert hosts
+    for host, pool in hosts:
+        labels, name_ = host_labels(host, pool), host.host.name
+        paused = {**labels, gpu.GPU_CLIENTS_LABEL: gpu.GPU_CLIENTS_PAUSED}
+        resumed = {**labels, gpu.GPU_CLIENTS_LABEL: "any-other-value"}
+        for values in (plugin, dcgm):
+            assert (matches(values, labels, name_), matches(values, paused, name_),
+                    matches(values, resumed, name_)) == (True, False, True)
+        assert matches(plugin["nfd"]["worker"], paused, name_)
+    # the host layer sets the very label the affinity excludes
+    pause_labels = [host["mig"]["pause_label"] for host in environment_host_vars(view.env)["hosts"].values()
+                    if host["mig"]]
+    assert pause_labels and all(label == {"key": gpu.GPU_CLIENTS_LABEL, "value": gpu.GPU_CLIENTS_PAUSED}
+                                for label in pause_labels)
 
 
 def test_placement_missing_a_pool_or_its_taint_is_caught(inventory, write):
@@ -517,11 +549,11 @@ def test_the_charts_default_affinity_and_tolerations_do_not_survive_the_merge(in
     concern = gpu.build(view)
     for component in (gpu.DEVICE_PLUGIN, gpu.DCGM_EXPORTER):
         merged = helm_merge(defaults(component), release(concern, component).values)
-        assert placement_problems(view, merged) == []
+        assert placement_problems(view, merged, gpu_client=True) == []
     broken = copy.deepcopy(release(concern, gpu.DEVICE_PLUGIN).values)
     broken["affinity"] = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     merged = helm_merge(defaults(gpu.DEVICE_PLUGIN), broken)
-    assert placement_problems(view, merged) != []  # the default's NFD terms survive a different path
+    assert placement_problems(view, merged, gpu_client=True) != []  # the default's NFD terms survive a different path
 
 
 def recorded_problems(component: str, values: dict[str, Any]) -> list[str]:
