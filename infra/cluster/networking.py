@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.cluster.objects import SYSTEM_NAMESPACE, Concern, HelmRelease, Obj, obj
-from infra.cluster.placement import everywhere, on_pools
+from infra.cluster.placement import node_critical, on_pools
 from infra.knowledge.chart_values import ValueKey, chart_values
 from infra.knowledge.platform import platform
 from infra.knowledge.versions import versions
@@ -120,7 +120,7 @@ def cilium_values(env: Environment) -> Obj:
         "ipam.operator.clusterPoolIPv4MaskSize": cluster.kube_network_node_prefix,
         "cni.exclusive": False,  # keep Multus's 00-multus.conf in /etc/cni/net.d
         "kubeProxyReplacement": "true" if cluster.kube_proxy_remove else "false",
-        "tolerations": everywhere(env)["tolerations"],
+        "tolerations": node_critical()["tolerations"],
     }
     if cluster.kube_proxy_remove:
         # Without kube-proxy the agent cannot reach the API server through the kubernetes Service;
@@ -314,8 +314,8 @@ def _host_path(name: str, path: str) -> Obj:
 def multus_objects(env: Environment) -> list[Obj]:
     """Multus thick, after the upstream manifest: RBAC, daemon config, per-node RDMA configs, DaemonSet.
 
-    Changes from upstream: the pinned image, our namespace, system-node-critical, tolerations computed
-    from the pools, MULTUS_RESOURCES, and an init container that installs the node's RDMA configs.
+    Changes from upstream: the pinned image, our namespace, system-node-critical, every taint tolerated
+    (as upstream), MULTUS_RESOURCES, and an init container that installs the node's RDMA configs.
     """
     multus = chart_values().multus
     image = _image("multus", "multus")
@@ -328,7 +328,7 @@ def multus_objects(env: Environment) -> list[Obj]:
         "hostPID": True,
         "priorityClassName": NODE_CRITICAL,
         "serviceAccountName": MULTUS_NAME,
-        **everywhere(env),
+        **node_critical(),
         "initContainers": [
             {"name": "install-multus-binary", "image": image,
              "command": ["/usr/src/multus-cni/bin/install_multus", "-d", f"/host{bin_dir}", "-t", "thick"],

@@ -1,9 +1,10 @@
 """Where the system DaemonSets run, and the tolerations they need: computed from the pools, never hand-written.
 
 A DaemonSet tolerates exactly the taints of the pools it must run on, and is kept off the others by a
-node affinity on the pool label: the device plugin reaches every GPU pool and nothing else, the CNI
-every node. A new tainted pool therefore never silently loses its CNI, and a GPU taint never lets
-an unrelated agent in.
+node affinity on the pool label: the device plugin reaches every GPU pool and nothing else, the CSI
+node plugin every pool. A GPU taint never lets an unrelated agent in. The agents a node needs before it
+can be Ready (the CNI agent, Multus) are the exception: they tolerate every taint, the not-ready one
+included, so a new or repaired node never waits for a CNI that cannot start on it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,18 @@ def everywhere(env: Environment) -> Obj:
     """Pod-spec fields for an agent every node needs (CNI, Multus, CSI node plugin): all pools' taints
     and the control plane's, no affinity."""
     return {"tolerations": [*tolerations(env.pools.values()), CONTROL_PLANE_TOLERATION]}
+
+
+NODE_CRITICAL_TOLERATIONS: list[Obj] = [{"operator": "Exists"}]
+"""Every taint, of every effect. A node without its CNI is NotReady and tainted node.kubernetes.io/not-ready
+(NoSchedule), and a DaemonSet pod is given only the NoExecute not-ready toleration: an agent that
+tolerates less than everything never starts on a new node, which then stays NotReady for good."""
+
+
+def node_critical() -> Obj:
+    """Pod-spec fields for an agent a node needs before it can be Ready (the CNI agent, Multus): every node,
+    whatever its taints, as Cilium's and Multus' own manifests place them."""
+    return {"tolerations": [dict(t) for t in NODE_CRITICAL_TOLERATIONS]}
 
 
 def gpu_pools(env: Environment) -> list[Pool]:

@@ -11,6 +11,7 @@ import pytest
 from inventory_builder import ROOT, SHIPPED, pools_of
 
 from infra.cluster import networking
+from infra.cluster.nodes import pool_taints
 from infra.cluster.objects import key
 from infra.cluster.placement import everywhere, on_pools
 from infra.knowledge.chart_values import chart_values
@@ -18,6 +19,7 @@ from infra.knowledge.platform import platform
 from infra.knowledge.units import parse_quantity
 from infra.knowledge.versions import versions
 from infra.model.resolve import resolve
+from infra.planning.filters import tolerates
 from infra.spec import load_environment
 
 
@@ -95,12 +97,31 @@ def test_the_example_runs_cilium_with_the_spec_cidr_mask_size_and_non_exclusive_
     assert values["kubeProxyReplacement"] == "false"
 
 
-def test_cilium_tolerates_every_pools_taints():
-    view = shipped("example")
-    (cilium,) = networking.build(view).releases
-    assert cilium.values["tolerations"] == everywhere(view.env)["tolerations"]
-    keys = {t["key"] for t in cilium.values["tolerations"]}
-    assert {"nvidia.com/gpu", "workload-profile", "node-role.kubernetes.io/control-plane"} <= keys
+# The taints a node carries before its CNI runs, or while it is repaired, besides the pools' and the control
+# plane's. A DaemonSet pod is given only the NoExecute ones (and network-unavailable for host-network pods).
+LIFECYCLE_TAINTS = [{"key": f"node.kubernetes.io/{name}", "effect": effect}
+                    for name in ("not-ready", "unreachable", "network-unavailable", "unschedulable")
+                    for effect in ("NoSchedule", "NoExecute")]
+
+
+def untolerated(view, tolerations: list[dict]) -> list[str]:
+    """The taints a node of this environment can carry that these tolerations leave out."""
+    taints = [t for pool in view.env.pools.values() for t in pool_taints(pool)]
+    taints += [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}, *LIFECYCLE_TAINTS]
+    return [f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints if not tolerates(tolerations, t)]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_cni_agent_and_multus_start_on_any_node_even_a_not_ready_one(name):
+    view = shipped(name)
+    cilium = networking.cilium_values(view.env)
+    multus = multus_daemonset(networking.build(view))["spec"]["template"]["spec"]
+    for tolerations in (cilium["tolerations"], multus["tolerations"]):
+        assert untolerated(view, tolerations) == []
+    # what they tolerated before: every pool's taint, but a NotReady node stays without its CNI for good
+    assert untolerated(view, everywhere(view.env)["tolerations"]) == [
+        f"node.kubernetes.io/{name}=:{effect}" for name in ("not-ready", "unreachable", "network-unavailable",
+                                                            "unschedulable") for effect in ("NoSchedule", "NoExecute")]
 
 
 @pytest.mark.parametrize(("remove", "kpr"), [(True, "true"), (False, "false")])
@@ -175,7 +196,6 @@ def test_multus_runs_the_pinned_image_on_every_node(name):
     pinned = versions()["multus"].images["multus"].reference
     assert {c["image"] for c in spec["containers"] + spec["initContainers"]} == {pinned}
     assert "snapshot" not in pinned
-    assert spec["tolerations"] == everywhere(view.env)["tolerations"]
     assert "affinity" not in spec and "nodeSelector" not in spec
     assert spec["priorityClassName"] == "system-node-critical"
 
