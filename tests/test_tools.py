@@ -203,7 +203,7 @@ def test_the_cache_folder_is_keyed_by_each_family_s_go_mod_and_go_sum(tmp_path):
         if family == "pulumi":  # the host is built with the CLI: its source is in the key too
             inputs += [TOOLS / HOST / name for name in HOST_FILES]
         if family == "kwok":  # the stages built beside it
-            inputs += [TOOLS / "kwok" / "stages.txt"]
+            inputs += [TOOLS / "kwok" / "stages.txt", TOOLS / "kwok" / "stages.sed"]
         if family == "kubelet-config-check":  # the project's own program: its source is in the key too
             inputs += [TOOLS / family / "main.go"]
         digest = hashlib.sha256(b"".join(path.read_bytes() for path in inputs)).hexdigest()[:16]

@@ -21,7 +21,7 @@ extra_inputs() {
   case "$1" in
     pulumi) echo pulumi-language-python/go.mod pulumi-language-python/go.sum pulumi-language-python/main.go ;;
     kubelet-config-check) echo kubelet-config-check/main.go ;;
-    kwok) echo kwok/stages.txt ;;
+    kwok) echo kwok/stages.txt kwok/stages.sed ;;
   esac
 }
 
@@ -79,14 +79,15 @@ build_kwok() {
   echo "tools: kwok: sigs.k8s.io/kwok/cmd/kwok $v" >&2
   (cd kwok && go build -trimpath -ldflags "-X sigs.k8s.io/kwok/pkg/consts.Version=${v#v}" \
     -o "$out/kwok" sigs.k8s.io/kwok/cmd/kwok)
-  # Its configuration: the upstream stages tools/kwok/stages.txt names, from the same module version.
+  # Its configuration: the upstream stages tools/kwok/stages.txt names, from the same module version, with
+  # tools/kwok/stages.sed's one change.
   local dir stage
   dir=$(dir_of "sigs.k8s.io/kwok@$v")
   while read -r stage; do
     case "$stage" in '' | '#'*) continue ;; esac
     echo "---"
     cat "$dir/$stage"
-  done <kwok/stages.txt >"$out/kwok-stages.yaml"
+  done <kwok/stages.txt | sed -f kwok/stages.sed >"$out/kwok-stages.yaml"
 }
 
 build_kubelet-config-check() {
