@@ -9,8 +9,11 @@ config-manager picks a node's config by its `nvidia.com/device-plugin.config` la
 concern sets from the same pool (nodes.device_plugin_config_name).
 
 The MIG layouts live in one mig-parted config file derived from the pools' `mig_devices`. The host
-layer applies it (`host_mig_parted`), the same text is rendered as a file and published as the
-ConfigMap an NVIDIA MIG manager reads: one source, three readers, no second copy to drift.
+layer applies it (`host_mig_parted`) and the same text is rendered as a file. A layout changes in
+place through the host layer alone: the mig role drains the node, pauses the GPU clients
+(GPU_CLIENTS_LABEL), applies and resumes them, so the device plugin starts again on the new layout.
+No NVIDIA MIG manager is deployed, so nothing in the cluster would read a mig-parted ConfigMap or an
+nvidia.com/mig.config node label: neither is published, and no one can set one expecting a change.
 
 dcgm-exporter runs on the GPU pools with its Service on; its ServiceMonitor stays off until the
 stack knows the Prometheus Operator's CRDs are installed (the chart renders it unconditionally
@@ -28,8 +31,7 @@ from typing import Any
 
 import yaml
 
-from infra.cluster.nodes import MIG_DISABLED, device_plugin_config_name
-from infra.cluster.nodes import mig_config_name as node_mig_config_name
+from infra.cluster.nodes import device_plugin_config_name
 from infra.cluster.objects import LABEL_PREFIX, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import gpu_pools, on_pools
 from infra.knowledge.chart_values import chart_values
@@ -57,6 +59,8 @@ sets it around a repartition (a GPU reset fails while a client holds the card, a
 the change keeps advertising the old layout), as NVIDIA's own MIG manager pauses these components with its
 nvidia.com/gpu.deploy.* labels."""
 
+MIG_DISABLED = "all-disabled"  # the mig-parted config of GPU pools without MIG: MIG off where the card has it
+
 FALLBACK_CONFIG = "unlabelled.isolated"
 """The config of a node in a GPU pool that lacks its config label (config.default). Pool config names
 are DNS labels (no '.'), so this name never collides with a pool's. It is `mixed` without sharing:
@@ -66,8 +70,6 @@ so a node that lost its label still advertises only hardware-isolated resources.
 """The mig-parted config for GPU pools that do not use MIG: a card left in MIG mode by an earlier
 pool would otherwise be advertised (strategy none) as a whole nvidia.com/gpu that no CUDA program can
 use. mig-parted skips cards without MIG, so it is safe on a T4."""
-MIG_PARTED_CONFIG_MAP = "mig-parted-config"  # ConfigMap and key the MIG manager mounts, as in
-MIG_PARTED_KEY = "config.yaml"  # mig-parted deployments/container/nvidia-mig-manager-example.yaml
 MIG_PARTED_FILE = "mig-parted.yaml"  # the rendered file, in Concern.files
 
 UNRECORDED_KEYS: Mapping[str, Mapping[str, str]] = {
@@ -178,9 +180,13 @@ def device_plugin_values(env: Environment) -> Obj:
 
 
 def mig_config_name(pool: Pool) -> str | None:
-    """The mig-parted config a pool's hosts apply: its mig_config, all-disabled for other GPU pools,
-    None for pools without GPUs (mig-parted does not run there)."""
-    return node_mig_config_name(pool) if pool.vars.is_gpu else None
+    """The mig-parted config a pool's hosts apply: its MIG layout, all-disabled for other GPU pools (an
+    exclusive H100 pool must not keep partitions someone left on the cards), None for pools without GPUs
+    (mig-parted does not run there)."""
+    if not pool.vars.is_gpu:
+        return None
+    sharing = pool.vars.sharing
+    return sharing.mig_config if sharing.mode == "mig" and sharing.mig_config else MIG_DISABLED
 
 
 def mig_parted_config(env: Environment) -> Obj:
@@ -206,7 +212,7 @@ def mig_parted_config(env: Environment) -> Obj:
 
 
 def mig_parted_text(env: Environment) -> str:
-    """The mig-parted config file as deterministic YAML: the file, the ConfigMap and the hosts get this text."""
+    """The mig-parted config file as deterministic YAML: the rendered file and the hosts get this text."""
     return _yaml(mig_parted_config(env))
 
 
@@ -215,7 +221,7 @@ class MigPartedSelection:
     """What the host layer gives `nvidia-mig-parted apply -f <file> -c <config>` on one pool's hosts."""
 
     config: str  # the entry of mig-configs to apply
-    text: str  # the whole config file, identical on every host and in the ConfigMap
+    text: str  # the whole config file, identical on every host and in the rendered file
 
 
 def host_mig_parted(env: Environment, pool: Pool) -> MigPartedSelection | None:
@@ -265,22 +271,18 @@ def namespace() -> Obj:
     return obj("v1", "Namespace", GPU_NAMESPACE, labels={POD_SECURITY_ENFORCE: "privileged"})
 
 
-def mig_parted_config_map(env: Environment) -> Obj:
-    return obj("v1", "ConfigMap", MIG_PARTED_CONFIG_MAP, GPU_NAMESPACE, data={MIG_PARTED_KEY: mig_parted_text(env)})
-
-
 DEVICE_PLUGIN_FILE = "device-plugin-configs.yaml"  # every named config, as the release's config.map holds them
 
 
 def build(view: Resolved) -> Concern:
-    """The GPU namespace, the mig-parted ConfigMap, the device plugin and dcgm-exporter releases;
+    """The GPU namespace, the device plugin and dcgm-exporter releases;
     nothing when the spec has no GPU pool (an affinity onto no pool is not a valid object)."""
     env = view.env
     if not gpu_pools(env):
         return Concern("gpu")
     return Concern(
         "gpu",
-        objects=[namespace(), mig_parted_config_map(env)],
+        objects=[namespace()],
         releases=[HelmRelease(DEVICE_PLUGIN, GPU_NAMESPACE, DEVICE_PLUGIN, device_plugin_values(env)),
                   HelmRelease(DCGM_EXPORTER, GPU_NAMESPACE, DCGM_EXPORTER, dcgm_exporter_values(env))],
         files={MIG_PARTED_FILE: mig_parted_text(env), DEVICE_PLUGIN_FILE: _yaml(device_plugin_configs(env))},

@@ -26,9 +26,7 @@ POOL_KIND_LABEL = f"{LABEL_PREFIX}/pool-kind"
 GPU_MODEL_LABEL = f"{LABEL_PREFIX}/gpu-model"
 GPU_COUNT_LABEL = f"{LABEL_PREFIX}/gpu-count"
 ZONE_LABEL = "topology.kubernetes.io/zone"
-MIG_CONFIG_LABEL = "nvidia.com/mig.config"  # read by NVIDIA's MIG manager
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"  # selects the device plugin's config per node
-MIG_DISABLED = "all-disabled"  # the mig-parted config of GPU pools without MIG: MIG off where the card has it
 
 # Labels a kubelet may set on its own Node (NodeRestriction admission plugin); any other key in the
 # kubernetes.io and k8s.io domains is refused at registration, so only the cluster layer sets those.
@@ -42,13 +40,6 @@ def device_plugin_config_name(pool: Pool) -> str:
     return pool.k8s_name
 
 
-def mig_config_name(pool: Pool) -> str:
-    """The mig-parted config a GPU pool's nodes select: its MIG layout, or MIG off (an exclusive H100 pool
-    must not keep partitions someone left on the cards)."""
-    return pool.vars.sharing.mig_config if pool.vars.sharing.mode == "mig" and pool.vars.sharing.mig_config \
-        else MIG_DISABLED
-
-
 def pool_labels(pool: Pool) -> dict[str, str]:
     """Labels every host of the pool carries: the user's node_labels plus the pool's identity and GPU selectors."""
     labels = dict(pool.vars.node_labels)
@@ -56,7 +47,6 @@ def pool_labels(pool: Pool) -> dict[str, str]:
     labels[POOL_KIND_LABEL] = pool.vars.pool_kind
     if pool.vars.is_gpu:
         labels[DEVICE_PLUGIN_CONFIG_LABEL] = device_plugin_config_name(pool)
-        labels[MIG_CONFIG_LABEL] = mig_config_name(pool)
     return labels
 
 

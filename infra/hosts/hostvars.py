@@ -109,7 +109,7 @@ def nvidia(resolved: ResolvedHost, pool: Pool) -> dict[str, Any] | None:
 
 
 def mig(env: Environment, resolved: ResolvedHost, pool: Pool) -> dict[str, Any] | None:
-    """The mig-parted file (the same text as the cluster layer's ConfigMap) and this pool's entry in it:
+    """The mig-parted file (the same text as the cluster layer's rendered mig-parted.yaml) and this pool's entry in it:
     its layout on MIG pools, all-disabled on the other pools' MIG-capable cards; None where no card has MIG.
     `pause_label` is the node label that takes the cluster layer's GPU clients off the node while it repartitions."""
     selection = host_mig_parted(env, pool)

@@ -22,7 +22,6 @@ from infra.checks import run_checks
 from infra.cluster import gpu
 from infra.cluster.nodes import (
     DEVICE_PLUGIN_CONFIG_LABEL,
-    MIG_CONFIG_LABEL,
     POOL_LABEL,
     device_plugin_config_name,
     host_labels,
@@ -320,7 +319,16 @@ def test_a_config_map_with_pools_swapped_is_caught(inventory, write):
 
 def test_the_plugin_reads_the_label_the_nodes_concern_sets():
     assert PLUGIN.node_config_label == DEVICE_PLUGIN_CONFIG_LABEL
-    assert chart_values().nvidia_mig_manager.config_label == MIG_CONFIG_LABEL
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_nothing_only_a_mig_manager_would_read_is_published(name):
+    """No MIG manager is deployed (the host layer repartitions): a node label or ConfigMap it reads would
+    invite a `kubectl label` that changes nothing."""
+    view = shipped(name)
+    label = chart_values().nvidia_mig_manager.config_label
+    assert all(label not in pool_labels(pool) for pool in view.env.pools.values())
+    assert [o["kind"] for o in gpu.build(view).objects] == ["Namespace"]
 
 
 def test_the_fallback_config_is_the_default_and_shares_nothing(inventory, write):
@@ -391,7 +399,6 @@ def test_mig_parted_holds_exactly_the_mig_layouts_each_placeable(name):
         (model,) = view.gpu_models(pool)
         assert gpu_models()[model].mig is not None
         assert placement(model, config["mig-configs"][pool.vars.sharing.mig_config][0]["mig-devices"]) is not None
-        assert pool_labels(pool)[MIG_CONFIG_LABEL] == pool.vars.sharing.mig_config
     for entries in config["mig-configs"].values():
         assert all(set(entry) <= fields for entry in entries)
 
@@ -407,10 +414,6 @@ def test_the_mig_parted_text_is_one_source(inventory, write):
     view = built(inventory, write)
     concern = gpu.build(view)
     text = concern.files[gpu.MIG_PARTED_FILE]
-    (config_map,) = [o for o in concern.objects if o["kind"] == "ConfigMap"]
-    assert config_map["metadata"] == {"name": gpu.MIG_PARTED_CONFIG_MAP, "namespace": gpu.GPU_NAMESPACE,
-                                      "labels": {"app.kubernetes.io/managed-by": "k8s-node-pools"}}
-    assert config_map["data"] == {gpu.MIG_PARTED_KEY: text}
     assert yaml.safe_load(text) == gpu.mig_parted_config(view.env)
     assert text == gpu.mig_parted_text(built(inventory, write).env)  # deterministic
     for pool in gpu_pools(view.env):
@@ -615,8 +618,7 @@ def test_the_concern_is_deterministic_and_namespaced(name):
     first, second = gpu.build(shipped(name)), gpu.build(shipped(name))
     assert first == second
     assert first.name == "gpu"
-    assert [key(o) for o in first.objects] == [("v1", "Namespace", "", gpu.GPU_NAMESPACE),
-                                               ("v1", "ConfigMap", gpu.GPU_NAMESPACE, gpu.MIG_PARTED_CONFIG_MAP)]
+    assert [key(o) for o in first.objects] == [("v1", "Namespace", "", gpu.GPU_NAMESPACE)]
     assert first.objects[0]["metadata"]["labels"][gpu.POD_SECURITY_ENFORCE] == "privileged"
     rendered = yaml.safe_dump([r.as_dict() for r in first.releases], sort_keys=True)
     assert "&id" not in rendered  # no shared dicts rendered as YAML anchors

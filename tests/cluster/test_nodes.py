@@ -33,14 +33,12 @@ def test_the_kubelet_registers_only_labels_it_may_set_on_itself(inventory, write
     assert node["metadata"]["labels"]["node-role.kubernetes.io/gpu"] == "true"
 
 
-def test_gpu_nodes_carry_model_count_and_their_mig_and_device_plugin_configs(inventory, write):
+def test_gpu_nodes_carry_model_count_and_their_device_plugin_config(inventory, write):
     view = view_of(write, inventory)
     labels = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes.build(view).objects}
     assert labels["gpu-1"][nodes.GPU_MODEL_LABEL] == "A100-80GB" and labels["gpu-1"][nodes.GPU_COUNT_LABEL] == "8"
-    assert labels["gpu-1"][nodes.MIG_CONFIG_LABEL] == "all-1g.10gb"
-    assert labels["t4-1"][nodes.MIG_CONFIG_LABEL] == nodes.MIG_DISABLED  # MIG off on a time-sliced pool
     assert labels["gpu-1"][nodes.DEVICE_PLUGIN_CONFIG_LABEL] == "gpu"
-    assert nodes.GPU_MODEL_LABEL not in labels["cpu-1"] and nodes.MIG_CONFIG_LABEL not in labels["cpu-1"]
+    assert nodes.GPU_MODEL_LABEL not in labels["cpu-1"] and nodes.DEVICE_PLUGIN_CONFIG_LABEL not in labels["cpu-1"]
 
 
 def test_the_taint_merge_keeps_other_owners_and_reasserts_the_pools():

@@ -122,8 +122,8 @@ def test_a_kubelet_without_config_dir_is_refused_before_anything_is_written(conv
 
 @pytest.mark.parametrize(("name", "labels"), [
     ("sb-cpu-1", {"workload-profile": "general", "k8s-node-pools.io/pool": "sb_cpu"}),
-    ("sb-gpu-1", {"workload-profile": "gpu-offline", "nvidia.com/mig.config": "all-disabled"}),
-    ("sb-mig-1", {"workload-profile": "gpu-inference", "nvidia.com/mig.config": "sb-a30-mixed"}),
+    ("sb-gpu-1", {"workload-profile": "gpu-offline", "nvidia.com/device-plugin.config": "sb-gpu"}),
+    ("sb-mig-1", {"workload-profile": "gpu-inference", "nvidia.com/device-plugin.config": "sb-mig"}),
     ("sb-mem-1", {"workload-profile": "memory", "k8s-node-pools.io/pool-kind": "memory"}),
 ])
 def test_the_unit_starts_the_kubelet_with_the_dropins_and_the_pool_s_labels(converged, host, expected, name, labels):
