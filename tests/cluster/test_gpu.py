@@ -30,6 +30,7 @@ from infra.cluster.nodes import (
 )
 from infra.cluster.objects import Concern, HelmRelease, key
 from infra.cluster.placement import gpu_pools, on_pools
+from infra.cluster.validation.kinds import SYSTEM_PRIORITY_CLASSES
 from infra.hosts.hostvars import environment_host_vars
 from infra.knowledge.chart_values import chart_values
 from infra.knowledge.gpus import gpu_models
@@ -632,3 +633,15 @@ def test_no_gpu_pools_no_gpu_concern(inventory, write):
     for tenant in ("infer", "batch"):
         del inventory["group_vars"]["all"]["tenants"][tenant]
     assert gpu.build(built(inventory, write)) == Concern("gpu")
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_no_tenant_class_can_preempt_dcgm_exporter(name):
+    """The chart's own priorityClassName (left at its default) outranks every class of the spec, so an
+    inference-high pod never evicts the GPU metrics of its node."""
+    view = shipped(name)
+    merged = helm_merge(defaults(gpu.DCGM_EXPORTER), release(gpu.build(view), gpu.DCGM_EXPORTER).values)
+    rank = SYSTEM_PRIORITY_CLASSES[merged["priorityClassName"]]
+    classes = view.env.cluster.priority_classes
+    assert classes and all(spec.value < rank for spec in classes.values())
+    assert "inference-high" in classes
