@@ -28,9 +28,10 @@ VM_CPU=${SANDBOX_VM_CPU:-max}
 # What every host needs for Ansible, testinfra and systemd (tests in ../shared/notes/test-hosts.md).
 HOST_PACKAGES=python3,python3-apt,systemd,systemd-sysv,dbus,openssh-server,iproute2,procps,kmod,pciutils,sudo,ca-certificates
 # The VM also boots a kernel of its own, from its own rootfs. What the roles install there is baked in
-# (chrony for base, xfsprogs for local_disks): a package install under TCG emulation is slow, and the
+# (chrony for base, xfsprogs for local_disks, irqbalance, which irq_affinity keeps off the pinned interrupts):
+# a package install under TCG emulation is slow, and the
 # container hosts already prove the install path.
-VM_PACKAGES=$HOST_PACKAGES,linux-image-amd64,initramfs-tools,e2fsprogs,chrony,xfsprogs
+VM_PACKAGES=$HOST_PACKAGES,linux-image-amd64,initramfs-tools,e2fsprogs,chrony,xfsprogs,irqbalance
 VM_DEFAULT_NAME=sb-vm-1
 # A blank second disk, /dev/vdb in the guest: the memory pool's local_disks names it.
 VM_DATA_DISK_SIZE=${SANDBOX_VM_DATA_DISK_SIZE:-4G}

@@ -1,8 +1,8 @@
 """The VM tier: the kernel state a container host cannot hold, live on the emulated VM standing in for the
 memory pool's host (sb-mem-1): conntrack sysctls and hash size, modules, forwarding and bridge-nf-call,
-huge pages allocated and mounted, the NIC's interrupts pinned. Then the second run changes nothing, a
-drift is reported by check mode and repaired, and a reboot brings it all back from the files alone
-(modules before sysctls). Slow: every module runs under software emulation."""
+huge pages allocated and mounted, the NIC's interrupts pinned and banned from irqbalance. Then the second
+run changes nothing, a drift is reported by check mode and repaired (irqbalance restarted), and a reboot
+brings it all back from the files alone (modules before sysctls). Slow: every module runs under software emulation."""
 
 from __future__ import annotations
 
@@ -31,6 +31,14 @@ def nic_irqs(vm: Any, interface: str) -> list[int]:
     return sorted(int(irq) for irq in out.split())
 
 
+def irqbalance(vm: Any) -> tuple[str, list[int]]:
+    """irqbalance's invocation and the interrupts it was told to leave alone, from its own command line."""
+    pid = vm.check_output("systemctl show -p MainPID --value irqbalance.service")
+    argv = vm.check_output(f"tr '\\0' ' ' < /proc/{pid}/cmdline").split() if pid != "0" else []
+    return (vm.check_output("systemctl show -p InvocationID --value irqbalance.service"),
+            sorted(int(arg.split("=", 1)[1]) for arg in argv if arg.startswith("--banirq=")))
+
+
 def live_state(vm: Any) -> dict[str, Any]:
     meminfo = dict(line.split(":", 1) for line in vm.file("/proc/meminfo").content_string.splitlines())
     interface = SETTINGS["irq_affinity"]["interfaces"][0]
@@ -46,6 +54,7 @@ def live_state(vm: Any) -> dict[str, Any]:
         "Hugepagesize": meminfo["Hugepagesize"].strip(),
         "irq_affinity": {irq: vm.file(f"/proc/irq/{irq}/smp_affinity_list").content_string.strip()
                          for irq in nic_irqs(vm, interface)},
+        "irqbalance_banned": irqbalance(vm)[1],
     }
 
 
@@ -61,6 +70,7 @@ def expected_state(vm: Any) -> dict[str, Any]:
         "Hugepagesize": "2048 kB",
         "irq_affinity": dict.fromkeys(nic_irqs(vm, SETTINGS["irq_affinity"]["interfaces"][0]),
                                       SETTINGS["irq_affinity"]["cpus"]),
+        "irqbalance_banned": nic_irqs(vm, SETTINGS["irq_affinity"]["interfaces"][0]),
     }
 
 
@@ -107,9 +117,12 @@ def test_drift_is_reported_by_check_mode_and_repaired(vm_converged: Any, vm: Any
     # The sysctl and the drifted interrupt (and the unit restart that would repair it).
     assert check.changed().get(NAME, 0) >= 2, check.tail()
     assert sysctl(vm, "vm.max_map_count") == "65530"  # check mode changed nothing
+    invocation = irqbalance(vm)[0]
     repair = vm_playbook("site.yml", *tags)
     assert repair.rc == 0, repair.tail()
     assert live_state(vm) == expected_state(vm)
+    # The re-pin rewrote irqbalance's --banirq list; irqbalance reads it only at start, so it was restarted.
+    assert irqbalance(vm)[0] not in ("", invocation)
 
 
 def test_a_reboot_brings_the_state_back_from_the_files(vm_converged: Any, vm: Any) -> None:
