@@ -11,7 +11,7 @@ import pytest
 
 from infra.cli import main
 from infra.cluster import gpu
-from infra.cluster.gpu import mig_parted_text
+from infra.cluster.gpu import GPU_CLIENTS_LABEL, GPU_CLIENTS_PAUSED, mig_parted_text
 from infra.cluster.nodes import pool_taints
 from infra.hosts.hostvars import environment_host_vars, host_vars
 from infra.model.kubelet import kubelet_settings
@@ -82,7 +82,8 @@ def test_hugepages_always_name_both_sizes(sandbox: dict) -> None:
 
 def test_mig_selection_on_mig_capable_cards_only(sandbox: dict, example: dict) -> None:
     env = load_environment(ROOT / "inventories" / "sandbox")
-    assert sandbox["sb-mig-1"]["mig"] == {"config": "sb-a30-mixed", "file": mig_parted_text(env)}
+    assert sandbox["sb-mig-1"]["mig"] == {"config": "sb-a30-mixed", "file": mig_parted_text(env),
+                                          "pause_label": {"key": GPU_CLIENTS_LABEL, "value": GPU_CLIENTS_PAUSED}}
     assert sandbox["sb-gpu-1"]["mig"] is None  # a T4 has no MIG
     assert sandbox["sb-cpu-1"]["mig"] is None and sandbox["sb-cpu-1"]["nvidia"] is None
     assert example["gpu-h100-01"]["mig"]["config"] == "all-disabled"  # MIG-capable, pool not on MIG
