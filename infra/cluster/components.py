@@ -4,8 +4,11 @@ declared through one explicit provider from the stack's settings (`declare_clust
 A component declares each plain object as the Kubernetes resource of its apiVersion and kind (the type
 token the provider knows, `kubernetes:<group>/<version>:<Kind>`), its Helm releases as pinned
 `helm.v3.Release`s, and parents everything to itself. The objects are the ones `render` writes, so the
-two cannot disagree. Nodes are patched, not created: labels merge key by key, and the atomic taint list
-is the pool's taints plus every live taint whose key the pool does not own (infra/cluster/nodes.py).
+two cannot disagree. What users' data lives in (tenants' namespaces, CRDs, storage classes) is kept
+on destroy and on removal, by Pulumi for the project's objects and by Helm, through a post-renderer, for
+the CRDs a chart brings (infra/cluster/retention.py). Nodes are patched, not created: labels merge key
+by key, and the atomic taint list is the pool's taints plus every live taint whose key the pool does not
+own (infra/cluster/nodes.py).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import pulumi_kubernetes as k8s
 from infra.cluster.concerns import AFTER, build_concerns
 from infra.cluster.nodes import merged_taints
 from infra.cluster.objects import Concern, HelmRelease, Obj
+from infra.cluster.retention import POST_RENDERER, retained
 from infra.cluster.validation.validate import crd_definitions
 from infra.model.resolve import resolve
 from infra.spec import Environment
@@ -91,7 +95,7 @@ class ConcernComponent(pulumi.ComponentResource):
         self.objects = {}
         for o in builtin:
             self.objects[f"{o['kind']}/{resource_name(o)}"] = (
-                _node_patch(o, child) if o["kind"] == "Node" else KubernetesObject(o, child))
+                _node_patch(o, child) if o["kind"] == "Node" else KubernetesObject(o, _kept(o, child)))
         self.releases = {}
         if args.helm_releases:
             after = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(self.objects.values())))
@@ -101,8 +105,13 @@ class ConcernComponent(pulumi.ComponentResource):
         last = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
             depends_on=[*self.objects.values(), *self.releases.values()]))
         for o in custom:
-            self.objects[f"{o['kind']}/{resource_name(o)}"] = KubernetesObject(o, last)
+            self.objects[f"{o['kind']}/{resource_name(o)}"] = KubernetesObject(o, _kept(o, last))
         self.register_outputs({"objects": len(self.objects), "releases": sorted(self.releases)})
+
+
+def _kept(o: Obj, opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
+    """`opts`, plus retain_on_delete for what a destroy or a removal must leave (infra/cluster/retention.py)."""
+    return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True)) if retained(o) else opts
 
 
 def _node_patch(o: Obj, opts: pulumi.ResourceOptions) -> pulumi.Resource:
@@ -129,7 +138,8 @@ def _release(release: HelmRelease, opts: pulumi.ResourceOptions) -> pulumi.Resou
     return k8s.helm.v3.Release(
         release.name, name=release.name, chart=chart.name, version=chart.version,
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
-        namespace=release.namespace, values=release.values, create_namespace=False, opts=opts,
+        namespace=release.namespace, values=release.values, create_namespace=False,
+        postrender=POST_RENDERER, opts=opts,
     )
 
 

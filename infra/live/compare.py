@@ -1,5 +1,6 @@
 """What the live cluster holds against what was declared: each object read back as rendered, what of the
-project is left after a destroy, and how many objects a stack manages.
+project is left after a destroy (and whether that is exactly what a destroy keeps), and how many objects a
+stack manages.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from decimal import InvalidOperation
 from typing import Any
 
 from infra.cluster.objects import MANAGED_BY, Obj
+from infra.cluster.retention import retained
 from infra.knowledge.units import parse_quantity
 from infra.live.kubeapi import ApiError, Kube
 
@@ -101,8 +103,7 @@ def project_objects_left(kube: Kube, declared: list[Obj]) -> list[str]:
         if code != 200:
             continue
         for item in answer.get("items") or []:
-            meta = item["metadata"]
-            left.add(f"{kind} {meta.get('namespace', '')}/{meta['name']}".replace(" /", " "))
+            left.add(described({**item, "kind": kind}))
     for o in declared:
         if o["kind"] != "Node":
             try:
@@ -110,8 +111,23 @@ def project_objects_left(kube: Kube, declared: list[Obj]) -> list[str]:
             except (ApiError, KeyError):  # its type is gone with its CRD
                 present = False
             if present:
-                left.add(f"{o['kind']} {o['metadata'].get('namespace', '')}/{o['metadata']['name']}".replace(" /", " "))
+                left.add(described(o))
     return sorted(left)
+
+
+def destroy_differences(kube: Kube, declared: list[Obj]) -> list[str]:
+    """What a destroy got wrong: each project object left that it must remove ("left: <kind> <ns/name>"),
+    and each object it must keep (infra/cluster/retention.py) that is gone ("lost: ...")."""
+    kept = {described(o) for o in declared if retained(o)}
+    left = set(project_objects_left(kube, declared))
+    return [f"left: {name}" for name in sorted(left - kept)] + [f"lost: {name}" for name in sorted(kept - left)]
+
+
+def described(o: Obj) -> str:
+    """`<kind> <namespace>/<name>`, or `<kind> <name>` for a cluster-scoped object."""
+    metadata = o["metadata"]
+    return f"{o['kind']} {metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else \
+        f"{o['kind']} {metadata['name']}"
 
 
 def pulumi_resource_count(resources: list[dict[str, Any]]) -> int:

@@ -136,7 +136,7 @@ class Stack:
         for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in self.root.glob("Pulumi.*.yaml"))):
             shutil.copy2(self.root / name, self.project / name)
         shutil.copy2(self.stack_file, self.project / f"Pulumi.{self.name}.yaml")
-        for name in ("infra", "inventories", ".venv"):
+        for name in ("infra", "inventories", "tools", ".venv"):
             (self.project / name).symlink_to(self.root / name)
         kubeconfig = self.kubeconfig_path()
         kubeconfig.parent.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,8 @@ Stages the main job and the tests call, each returning a StageResult (success an
     pulumi_up(stack)          `pulumi preview` then `pulumi up --yes` of a shipped stack, then through the
                               API: every declared object exists as rendered
     probes(stack)             the scheduling and admission proofs with probe pods (infra/live/probes.py)
-    teardown(stack)           `pulumi destroy --yes`, no project object left, Nodes removed, cluster down
+    teardown(stack)           `pulumi destroy --yes`, nothing left but what a destroy keeps (tenants'
+                              namespaces, CRDs, storage classes), Nodes removed, cluster down
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from infra.live.compare import not_as_rendered, project_objects_left, pulumi_resource_count
+from infra.live.compare import destroy_differences, not_as_rendered, pulumi_resource_count
 from infra.live.controlplane import ROOT, LocalCluster, StageResult, ToolsMissing
 from infra.live.kubeapi import ApiError
 from infra.live.pulumi_cli import Stack
@@ -105,8 +106,8 @@ def probes(stack: Stack) -> StageResult:
 
 
 def teardown(stack: Stack | None, cluster: LocalCluster) -> StageResult:
-    """`pulumi destroy`, then no project object may be left; Nodes removed and the cluster stopped whatever
-    happened before."""
+    """`pulumi destroy`, then nothing of the project may be left but what a destroy keeps; Nodes removed and
+    the cluster stopped whatever happened before."""
     started = time.perf_counter()
     notes, ok = [], True
     try:
@@ -116,9 +117,11 @@ def teardown(stack: Stack | None, cluster: LocalCluster) -> StageResult:
                 ok = False
                 notes.append(f"pulumi destroy of {stack.name} failed:\n{_tail(done)}")
             else:
-                left = project_objects_left(cluster.api(), stack.declared())
-                ok = not left
-                notes.append(f"destroy left {left}" if left else f"{stack.name} destroyed, no project object left")
+                wrong = destroy_differences(cluster.api(), stack.declared())
+                ok = not wrong
+                notes.append(f"destroy: {', '.join(wrong)}" if wrong else
+                             f"{stack.name} destroyed; left only what users' data lives in (tenants' namespaces, "
+                             "CRDs, storage classes)")
     except (RuntimeError, ApiError, subprocess.SubprocessError, OSError) as error:
         ok = False
         notes.append(f"destroy failed: {error}")

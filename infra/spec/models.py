@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -244,9 +244,18 @@ class StorageClassSpec(Strict):
     pools: list[str] = Field(default_factory=list, description="local: pools whose local_disks back the class")
     capacity: Quantity | None = Field(None, description="csi: usable capacity of the backend (e.g. 200Ti)")
     volume_binding_mode: Literal["Immediate", "WaitForFirstConsumer"] = "WaitForFirstConsumer"
-    reclaim_policy: Literal["Delete", "Retain"] = "Delete"
+    reclaim_policy: Literal["Delete", "Retain"] = Field(
+        "Delete", description="what happens to a volume when its claim is deleted; unset: Retain for local "
+                              "classes (the disk's data stays until an admin frees it), Delete for csi")
     default: bool = False
     parameters: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local_volumes_are_retained_unless_told(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("type") == "local" and "reclaim_policy" not in data:
+            return {**data, "reclaim_policy": "Retain"}
+        return data
 
     @model_validator(mode="after")
     def _fields_match_the_type(self) -> StorageClassSpec:

@@ -13,12 +13,15 @@ import pytest
 class Mocks(pulumi.runtime.Mocks):
     """Records every resource registered (type, name, inputs) and answers reads of live objects.
 
-    `live` maps "<type token>/<id>" to the state a read (`Node.get`) returns: what the cluster holds."""
+    `live` maps "<type token>/<id>" to the state a read (`Node.get`) returns: what the cluster holds.
+    `retained` holds (type token, name) of each resource registered with retain_on_delete, as the SDK
+    sends it to the engine (the mocks' own arguments leave resource options out)."""
 
     def __init__(self):
         super().__init__()
         self.registered: list[pulumi.runtime.MockResourceArgs] = []
         self.live: dict[str, dict] = {}
+        self.retained: set[tuple[str, str]] = set()
 
     def new_resource(self, args):
         if args.resource_id:  # a read of an existing object
@@ -31,6 +34,16 @@ class Mocks(pulumi.runtime.Mocks):
 
 
 MOCKS = Mocks()
+_register_resource = pulumi.runtime.mocks.MockMonitor.RegisterResource
+
+
+def _register_recording_retention(monitor, request):
+    if request.retainOnDelete:
+        MOCKS.retained.add((request.type, request.name))
+    return _register_resource(monitor, request)
+
+
+pulumi.runtime.mocks.MockMonitor.RegisterResource = _register_recording_retention
 pulumi.runtime.set_mocks(MOCKS, project="k8s-node-pools", stack="test", preview=False)
 
 
@@ -39,6 +52,7 @@ def _clean_slate():
     pulumi.runtime.get_root_resource().outputs.clear()
     MOCKS.registered.clear()
     MOCKS.live.clear()
+    MOCKS.retained.clear()
 
 
 @pytest.fixture

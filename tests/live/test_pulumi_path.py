@@ -1,8 +1,9 @@
 """Issue 8, items 4 and 5, on both shipped stacks: `pulumi preview` and `up` with the real CLI and provider,
 every declared object read back as rendered, no changes on a second preview, a hand-edited quota found by
 `preview --refresh` and repaired by the next `up`, the scheduling and admission probes, and `pulumi
-destroy` leaving nothing of the project. Each proof is also run against a sabotaged cluster, where it must
-fail (the `*_fails_*` tests), so that none of them can pass vacuously.
+destroy` leaving what users' data lives in (issue 15, item 9) and nothing else. Each proof is also run
+against a sabotaged cluster, where it must fail (the `*_fails_*` tests), so that none of them can pass
+vacuously.
 
 Tests run in file order per stack (module-scoped fixture parametrized by stack; destroy is last).
 """
@@ -14,8 +15,15 @@ from subprocess import CompletedProcess
 
 import pytest
 
+from infra.cluster.retention import retained
 from infra.live import probes
-from infra.live.compare import not_as_rendered, project_objects_left, pulumi_resource_count
+from infra.live.compare import (
+    described,
+    destroy_differences,
+    not_as_rendered,
+    project_objects_left,
+    pulumi_resource_count,
+)
 from infra.live.controlplane import LocalCluster
 from infra.live.kubeapi import Kube, wait_for
 from infra.model.resolve import Resolved, resolve
@@ -176,18 +184,61 @@ def test_nothing_was_left_changed_by_the_probes(deployment, kube: Kube):
 # ---------------------------------------------------------------------------------------- destroy
 
 
-def test_destroy_leaves_no_project_object(deployment, kube: Kube):
+USERS_QUEUE = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+               "metadata": {"name": "users-queue"}, "spec": {"weight": 1}}
+
+
+def _users_data(namespace: str) -> dict[str, dict]:
+    """What a user stores: a ConfigMap in a tenant's namespace and a custom object of a project CRD."""
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "users-data", "namespace": namespace},
+                  "data": {"state": "precious"}}
+    return {f"/api/v1/namespaces/{namespace}/configmaps": config_map, "/apis/scheduling.volcano.sh/v1beta1/queues":
+            USERS_QUEUE}
+
+
+def test_destroy_leaves_what_users_data_lives_in_and_nothing_else(deployment, kube: Kube):
+    """Issue 15, item 9: tenants' namespaces, CRDs and storage classes stay, with what users stored in them;
+    everything else of the project goes; the next `up` takes the kept objects over again."""
     declared = deployment.stack.declared()
+    kept = [o for o in declared if retained(o)]
+    tenant = next(o["metadata"]["name"] for o in kept if o["kind"] == "Namespace")
+    stored = _users_data(tenant)
+    for path, o in stored.items():
+        kube.create(path, o)
     done = deployment.stack.destroy()
     deployment.destroyed = True
     assert done.returncode == 0, _output(done)
-    assert project_objects_left(kube, declared) == []
+    assert destroy_differences(kube, declared) == []
+    assert [kube.get(f"{path}/{o['metadata']['name']}")["metadata"]["name"] for path, o in stored.items()] == [
+        "users-data", "users-queue"]
     # The check sees what it must: an object of the project left behind.
     stray = {"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": {"name": "stray", "namespace": "default",
                           "labels": {"app.kubernetes.io/managed-by": "k8s-node-pools"}}}
     kube.create("/api/v1/namespaces/default/configmaps", stray)
     try:
-        assert project_objects_left(kube, declared) == ["ConfigMap default/stray"]
+        assert destroy_differences(kube, declared) == ["left: ConfigMap default/stray"]
     finally:
         kube.delete("/api/v1/namespaces/default/configmaps/stray")
+
+
+def test_up_after_destroy_takes_the_kept_objects_over(deployment, kube: Kube):
+    """What was kept is adopted, not refused as existing; a second destroy keeps it again; the test then
+    removes it, as an administrator would, so the next stack starts from an empty cluster."""
+    declared = deployment.stack.declared()
+    kept = [o for o in declared if retained(o)]
+    try:
+        up = deployment.stack.up()
+        assert up.returncode == 0, _output(up)
+        assert not_as_rendered(kube, declared) == []
+        done = deployment.stack.destroy()
+        assert done.returncode == 0, _output(done)
+        assert destroy_differences(kube, declared) == []
+    finally:
+        kube.delete(f"/apis/scheduling.volcano.sh/v1beta1/queues/{USERS_QUEUE['metadata']['name']}")
+        for o in kept:
+            kube.delete(kube.path(o))
+    wait_for("the kept objects to be deleted", lambda: True if project_objects_left(kube, declared) == [] else None,
+             timeout=120)
+    # The check sees what it must: a kept object that a destroy deleted.
+    assert destroy_differences(kube, declared) == [f"lost: {described(o)}" for o in sorted(kept, key=described)]
