@@ -68,7 +68,9 @@ class Stack:
     helm_releases: bool = False
     timeout: float = PULUMI_TIMEOUT
     settings: Path | None = None
-    """The stack file, when it is not the checkout's Pulumi.<name>.yaml (generated environments)."""
+    """The stack file, when it is not the program's Pulumi.<name>.yaml (generated environments)."""
+    program: Path | None = None
+    """The folder of Pulumi.yaml and __main__.py, when it is not the checkout's (a test's own program)."""
 
     @property
     def project(self) -> Path:
@@ -79,8 +81,12 @@ class Stack:
         return self.work / "home"
 
     @property
+    def source(self) -> Path:
+        return self.program or self.root
+
+    @property
     def stack_file(self) -> Path:
-        return self.settings or self.root / f"Pulumi.{self.name}.yaml"
+        return self.settings or self.source / f"Pulumi.{self.name}.yaml"
 
     def config(self) -> dict[str, Any]:
         config: dict[str, Any] = yaml.safe_load(self.stack_file.read_text())["config"]
@@ -133,8 +139,8 @@ class Stack:
         self.project.mkdir(parents=True)
         (self.work / "backend").mkdir(exist_ok=True)
         self.home.mkdir(exist_ok=True)
-        for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in self.root.glob("Pulumi.*.yaml"))):
-            shutil.copy2(self.root / name, self.project / name)
+        for name in ("Pulumi.yaml", "__main__.py", *(p.name for p in self.source.glob("Pulumi.*.yaml"))):
+            shutil.copy2(self.source / name, self.project / name)
         shutil.copy2(self.stack_file, self.project / f"Pulumi.{self.name}.yaml")
         for name in ("infra", "inventories", "tools", ".venv"):
             (self.project / name).symlink_to(self.root / name)
