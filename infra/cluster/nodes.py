@@ -5,10 +5,11 @@ Ownership, so a GPU node is never schedulable untainted:
   a kubelet may set on itself (`kubelet_registration`, data for the host layer). From its first
   second in the cluster, a GPU node repels pods without the pool's tolerations.
 - On every `pulumi up`, the cluster layer re-asserts all of the pool's labels (including those under
-  kubernetes.io / k8s.io that the NodeRestriction admission plugin forbids a kubelet to set on itself)
-  and its taints. Labels merge key by key. The taint list is atomic in server-side apply, so the
-  program reads the node's live taints and keeps every taint whose key the pool does not own
-  (`merged_taints`): a cordon, a NotReady taint or an operator's taint survives the apply.
+  kubernetes.io / k8s.io that the NodeRestriction admission plugin forbids a kubelet to set on itself,
+  such as the pool label isolation relies on) and its taints. Labels merge key by key. The taint list
+  is atomic in server-side apply, so the program reads the node's live taints and keeps every taint
+  whose key the pool does not own (`merged_taints`): a cordon, a NotReady taint or an operator's taint
+  survives the apply.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from infra.model.resolve import Resolved, ResolvedHost
 from infra.spec import Pool
 from infra.spec.models import parse_taint
 
-POOL_LABEL = f"{LABEL_PREFIX}/pool"
+POOL_LABEL = "node-restriction.kubernetes.io/k8s-node-pools.pool"
+"""The pool a node serves: what the admission policy, the tolerations' placements and the probes rely on.
+Under node-restriction.kubernetes.io/, which the NodeRestriction admission plugin forbids a kubelet to set
+(and a kubelet refuses on --node-labels), so a compromised node cannot move itself into another pool:
+only the cluster layer sets it, after the node has joined."""
 POOL_KIND_LABEL = f"{LABEL_PREFIX}/pool-kind"
 GPU_MODEL_LABEL = f"{LABEL_PREFIX}/gpu-model"
 GPU_COUNT_LABEL = f"{LABEL_PREFIX}/gpu-count"

@@ -511,8 +511,8 @@ def test_a_node_paused_for_a_mig_change_loses_exactly_its_gpu_clients(name):
 def test_placement_missing_a_pool_or_its_taint_is_caught(inventory, write):
     view = built(inventory, write)
     only_mig = on_pools([view.env.pools["gpu"]])
-    assert placement_problems(view, only_mig) == ["affinity [('k8s-node-pools.io/pool', 'In', ('gpu',))], "
-                                                  "want [('k8s-node-pools.io/pool', 'In', ('gpu', 't4'))]"]
+    assert placement_problems(view, only_mig) == ["affinity [('node-restriction.kubernetes.io/k8s-node-pools.pool', 'In', ('gpu',))], "
+                                                  "want [('node-restriction.kubernetes.io/k8s-node-pools.pool', 'In', ('gpu', 't4'))]"]
     inventory["group_vars"]["t4"]["node_taints"].append("workload-profile=offline:NoSchedule")
     view = built(inventory, write)
     assert placement_problems(view, on_pools([view.env.pools["gpu"], view.env.pools["t4"]])) == []

@@ -28,9 +28,18 @@ def test_the_kubelet_registers_only_labels_it_may_set_on_itself(inventory, write
     registered = nodes.kubelet_registration(view, "gpu-1")["node_labels"]
     assert "node-role.kubernetes.io/gpu" not in registered  # NodeRestriction refuses it: the cluster layer sets it
     assert registered["team"] == "ml" and "node.kubernetes.io/exclude-from-external-load-balancers" in registered
-    assert registered[nodes.POOL_LABEL] == "gpu" and registered["topology.kubernetes.io/zone"] == "a"
+    assert nodes.POOL_LABEL not in registered and registered["topology.kubernetes.io/zone"] == "a"
     [node] = [n for n in nodes.build(view).objects if n["metadata"]["name"] == "gpu-1"]
     assert node["metadata"]["labels"]["node-role.kubernetes.io/gpu"] == "true"
+    assert node["metadata"]["labels"][nodes.POOL_LABEL] == "gpu"
+
+
+def test_the_pool_label_is_one_no_kubelet_may_set():
+    """Issue 15, item 4: what isolation relies on is under node-restriction.kubernetes.io/, which the
+    NodeRestriction admission plugin refuses from a kubelet; the old, kubelet-writable key is not."""
+    assert nodes.POOL_LABEL.startswith("node-restriction.kubernetes.io/")
+    assert not nodes.kubelet_settable(nodes.POOL_LABEL)
+    assert nodes.kubelet_settable("k8s-node-pools.io/pool")
 
 
 def test_gpu_nodes_carry_model_count_and_their_device_plugin_config(inventory, write):

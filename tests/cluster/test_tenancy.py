@@ -569,7 +569,7 @@ MUTANTS = [
     ("variables.selected != '' || ", "true || ", "no-placement"),
     ("requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms : []",
      "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms : [{'matchExpressions': "
-     "[{'key': 'k8s-node-pools.io/pool', 'operator': 'In', 'values': ['cpu_general']}]}]", "preferred-only"),
+     "[{'key': 'node-restriction.kubernetes.io/k8s-node-pools.pool', 'operator': 'In', 'values': ['cpu_general']}]}]", "preferred-only"),
     ("split(',').filter(p, p != '')", "split(',')", None),  # seen by the empty-annotation namespace below
     ("object.spec.priorityClassName == variables.priorityClass", "true", "higher-priority-class"),
     ("has(object.spec.affinity) && ", "", "no-placement"),  # a missing guard: evaluation error

@@ -12,7 +12,7 @@ import pytest
 from infra.cli import main
 from infra.cluster import gpu
 from infra.cluster.gpu import GPU_CLIENTS_LABEL, GPU_CLIENTS_PAUSED, mig_parted_text
-from infra.cluster.nodes import pool_taints
+from infra.cluster.nodes import POOL_LABEL, pool_taints
 from infra.hosts.hostvars import environment_host_vars, host_vars
 from infra.model.kubelet import kubelet_settings
 from infra.model.resolve import resolve
@@ -51,7 +51,8 @@ def test_registered_taints_and_labels_are_the_cluster_layers(sandbox: dict) -> N
     for name, settings in sandbox.items():
         pool = env.pools[settings["pool"]]
         assert settings["kubelet"]["config"]["registerWithTaints"] == pool_taints(pool)
-        assert settings["kubelet"]["node_labels"]["k8s-node-pools.io/pool"] == pool.name, name
+        assert settings["kubelet"]["node_labels"]["k8s-node-pools.io/pool-kind"] == pool.vars.pool_kind, name
+        assert POOL_LABEL not in settings["kubelet"]["node_labels"], name  # only the cluster layer may set it
 
 
 def test_memory_manager_static_reserves_exactly_what_it_must() -> None:

@@ -17,6 +17,8 @@ import yaml
 from conftest import ROOT, run_playbook
 from kubelet_config_check import check  # tests/ is on sys.path (tests/conftest.py)
 
+from infra.cluster.nodes import POOL_LABEL
+
 DROPIN = "/etc/kubernetes/kubelet.conf.d/50-k8s-node-pools.conf"
 UNIT_DROPIN = "/etc/systemd/system/kubelet.service.d/20-k8s-node-pools.conf"
 SOURCES = "/etc/apt/sources.list.d/kubernetes.sources"
@@ -121,7 +123,7 @@ def test_a_kubelet_without_config_dir_is_refused_before_anything_is_written(conv
 
 
 @pytest.mark.parametrize(("name", "labels"), [
-    ("sb-cpu-1", {"workload-profile": "general", "k8s-node-pools.io/pool": "sb_cpu"}),
+    ("sb-cpu-1", {"workload-profile": "general", "k8s-node-pools.io/pool-kind": "cpu"}),
     ("sb-gpu-1", {"workload-profile": "gpu-offline", "nvidia.com/device-plugin.config": "sb-gpu"}),
     ("sb-mig-1", {"workload-profile": "gpu-inference", "nvidia.com/device-plugin.config": "sb-mig"}),
     ("sb-mem-1", {"workload-profile": "memory", "k8s-node-pools.io/pool-kind": "memory"}),
@@ -134,6 +136,7 @@ def test_the_unit_starts_the_kubelet_with_the_dropins_and_the_pool_s_labels(conv
     given = dict(pair.split("=", 1) for pair in flag.removeprefix("--node-labels=").split(","))
     assert given == expected[name]["kubelet"]["node_labels"]
     assert labels.items() <= given.items()
+    assert POOL_LABEL not in given  # NodeRestriction refuses it from a kubelet: the cluster layer sets it
     text = host(name).file(UNIT_DROPIN).content_string
     assert "ExecStart=\n" in text and "$KUBELET_CONFIG_DIR_ARGS $KUBELET_NODE_LABELS_ARGS" in text
 

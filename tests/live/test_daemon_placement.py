@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.cluster import nodes as cluster_nodes
 from infra.cluster.gpu import GPU_CLIENTS_LABEL, GPU_CLIENTS_PAUSED, gpu_client_placement
 from infra.cluster.networking import multus_objects
 from infra.cluster.nodes import pool_labels
@@ -24,6 +25,7 @@ from infra.cluster.objects import Obj
 from infra.cluster.placement import everywhere, gpu_pools, on_pools
 from infra.live.controlplane import LocalCluster
 from infra.live.kubeapi import Kube, wait_for
+from infra.model.resolve import resolve
 from infra.spec import load_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,6 +58,8 @@ def kube(cluster: LocalCluster) -> Iterator[Kube]:
     registered = cluster.register_nodes(INVENTORY)
     assert registered.ok, registered.summary
     api = cluster.api()
+    for node in cluster_nodes.build(resolve(ENV)).objects:  # the labels no kubelet may set, as `pulumi up` gives them
+        api.merge_patch(f"/api/v1/nodes/{node['metadata']['name']}", {"metadata": node["metadata"]})
     api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
     try:
         wait_for("the namespace's default ServiceAccount",
