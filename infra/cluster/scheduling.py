@@ -16,6 +16,9 @@ preempt or reclaim action, and enabling those safely needs the plugins arranged 
 Each tenant with a `queue` gets a Volcano Queue of its name, with exactly the spec's weight,
 capability and reclaimable. A capability naming a resource the tenant's pools do not advertise
 (nvidia.com/gpu on a MIG pool) is refused here as in the checks: a job asking for it stays Pending.
+The tenant's namespace names its queue (scheduling.volcano.sh/queue-name), which Volcano's PodGroup
+webhook, enabled here, gives every PodGroup created there without one; the admission policy in
+infra/cluster/tenancy.py refuses PodGroups and Volcano jobs naming any other queue, `default` included.
 
 The descheduler runs as two CronJobs of the pinned chart, because a descheduler policy has one
 node selector for all its profiles: one evicts pods violating the pools' taints or required node
@@ -50,6 +53,7 @@ VOLCANO_NAMESPACE = "volcano-system"  # the namespace Volcano's own installer an
 DESCHEDULER_NAMESPACE = "kube-system"  # the namespace the descheduler chart's README installs into
 EVICT_RELEASE = "descheduler"  # pods violating pool taints or affinity, all non-GPU pools
 BALANCE_RELEASE = "descheduler-balance"  # LowNodeUtilization, CPU pools only
+PODGROUP_MUTATION = "/podgroups/mutate"  # Volcano's webhook that reads a namespace's queue annotation
 
 # Resources every node advertises without a domain prefix; hugepages-<size> only where reserved,
 # extended resources (with a "/") only where a device plugin advertises them.
@@ -192,11 +196,21 @@ def _one(values: Iterable[str], what: str) -> str:
     return distinct[0]
 
 
+def enabled_admissions() -> str:
+    """The chart's admission webhooks plus /podgroups/mutate, which routes a tenant's PodGroups that name
+    no queue (those Volcano's controller makes for plain pods with schedulerName volcano) to the queue
+    its namespace's annotation names (infra/cluster/tenancy.py) instead of `default`."""
+    default = chart_values().volcano.keys["custom.enabled_admissions"].default
+    paths = [path for path in default.split(",") if path]
+    return ",".join([*paths, PODGROUP_MUTATION] if PODGROUP_MUTATION not in paths else paths)
+
+
 def volcano_release(env: Environment) -> HelmRelease:
     """Volcano with the generated scheduler configuration, its pods off the GPU pools, no bundled
     Prometheus/Grafana (they run unpinned images)."""
     images = versions()[VOLCANO].images.values()
-    custom: Obj = {"scheduler_config_override": scheduler_conf(), "metrics_enable": False}
+    custom: Obj = {"scheduler_config_override": scheduler_conf(), "metrics_enable": False,
+                   "enabled_admissions": enabled_admissions()}
     placement = system_placement(env)
     if "affinity" in placement:
         custom["default_affinity"] = placement["affinity"]

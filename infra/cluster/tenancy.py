@@ -5,7 +5,7 @@ naming its pools and priority class), a ResourceQuota whose `hard` is the spec's
 LimitRange with the spec's container defaults plus ephemeral-storage defaults (platform.yml) so that
 no container runs without a scratch-space request and limit. Cluster-wide: one PriorityClass per
 spec class, and a ValidatingAdmissionPolicy with its binding that confines every tenant pod to its
-tenant's pools.
+tenant's pools, and another that keeps its PodGroups and Volcano jobs in its own Volcano queue.
 
 Confinement has two sides. The pods' side (nodeSelector or node affinity on the pool label,
 tolerations for tainted pools) is the tenants' to write; the cluster's side is the admission policy,
@@ -21,6 +21,12 @@ added, never changed; expressions may be added to existing terms, which AND). A 
 stays confined, so checking UPDATE adds nothing, and would deny metadata updates (labels, finalizers)
 of pods created before the policy existed. A pod bound with spec.nodeName skips the scheduler, not the
 kubelet: the kubelet refuses a pod whose nodeSelector or affinity its node does not match.
+
+Volcano: a tenant with a queue has it named on its namespace (QUEUE_ANNOTATION), which routes the
+PodGroups created there without a queue; the queue policy refuses, at CREATE and whenever an UPDATE
+changes them, a PodGroup or Volcano job whose queue is not the tenant's (so never `default`, which
+Volcano creates uncapped, nor another tenant's) or whose priority class is not the tenant's. A tenant
+without a queue may not use Volcano at all. A pod's own queue annotation is held to the same rule.
 
 DaemonSets in tenant namespaces must pin with nodeSelector: their controller replaces each pod's
 required node affinity with a term on the node's name, and the policy would refuse those pods.
@@ -42,7 +48,11 @@ TIER_LABEL = f"{LABEL_PREFIX}/tier"
 # Comma-separated pool names, read by the admission policy (pool names are [a-z0-9_], so ',' is free).
 POOLS_ANNOTATION = f"{LABEL_PREFIX}/pools"
 PRIORITY_CLASS_ANNOTATION = f"{LABEL_PREFIX}/priority-class"
+# Volcano's own key: on a namespace, the queue its PodGroup webhook gives PodGroups created without one;
+# on a pod, the queue of the PodGroup Volcano's controller makes for it.
+QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 POLICY_NAME = "k8s-node-pools-tenant-placement"
+QUEUE_POLICY_NAME = "k8s-node-pools-tenant-queues"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 
 # Namespaces Kubernetes or this project own: a tenant named so would take them over (and confine the
@@ -84,6 +94,8 @@ def namespace(name: str, tenant: Tenant, kube_minor: int) -> Obj:
     annotations = {POOLS_ANNOTATION: ",".join(sorted(tenant.pools))}
     if tenant.priority_class:
         annotations[PRIORITY_CLASS_ANNOTATION] = tenant.priority_class
+    if tenant.queue is not None:
+        annotations[QUEUE_ANNOTATION] = name  # the tenant's Queue is named after it (scheduling.py)
     return obj("v1", "Namespace", name, labels=dict(sorted(labels.items())), annotations=annotations)
 
 
@@ -182,13 +194,25 @@ def _annotation(name: str, otherwise: str) -> str:
     return f"has({_ANNOTATIONS}) && {_lit(name)} in {_ANNOTATIONS} ? {_ANNOTATIONS}[{_lit(name)}] : {otherwise}"
 
 
+def _field(owner: str, name: str) -> str:
+    """A string field of owner (a metadata or spec map), '' where absent."""
+    return f"has({owner}) && has({owner}.{name}) ? {owner}.{name} : ''"
+
+
+_QUEUE = ("queue", _annotation(QUEUE_ANNOTATION, "''"))  # the tenant's Volcano queue; '' if it has none
+_PRIORITY_CLASS = ("priorityClass", _annotation(PRIORITY_CLASS_ANNOTATION, "''"))  # '' if it has none
+
 # (name, expression), in order: a variable may read the ones before it.
 POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
     # the pools the tenant may use, from its namespace's annotation; [] if it is missing or empty
     ("allowed", f"has({_ANNOTATIONS}) && {_lit(POOLS_ANNOTATION)} in {_ANNOTATIONS} ? "
                 f"{_ANNOTATIONS}[{_lit(POOLS_ANNOTATION)}].split(',').filter(p, p != '') : []"),
-    # the tenant's priority class; '' if it has none
-    ("priorityClass", _annotation(PRIORITY_CLASS_ANNOTATION, "''")),
+    _PRIORITY_CLASS,
+    _QUEUE,
+    # the Volcano queue the pod's annotation names; '' if none
+    ("podQueue", "has(object.metadata.annotations) && "
+                 f"{_lit(QUEUE_ANNOTATION)} in object.metadata.annotations ? "
+                 f"object.metadata.annotations[{_lit(QUEUE_ANNOTATION)}] : ''"),
     # the pool the pod's nodeSelector names; '' if none
     ("selected", f"has(object.spec.nodeSelector) && {_lit(POOL_LABEL)} in object.spec.nodeSelector ? "
                  f"object.spec.nodeSelector[{_lit(POOL_LABEL)}] : ''"),
@@ -232,30 +256,85 @@ POLICY_VALIDATIONS: tuple[tuple[str, str, str], ...] = (
      f"{_TENANT} + ' may only use priority class ' + variables.priorityClass + ' (or none), not ' + "
      "object.spec.priorityClassName",
      "the pod names a priority class other than its tenant's"),
+    ("variables.podQueue == '' || variables.podQueue == variables.queue",
+     f"(variables.queue == '' ? 'tenant ' + {_TENANT} + ' has no Volcano queue' : 'tenant ' + {_TENANT} + "
+     "' may only use Volcano queue ' + variables.queue) + ': the pod names ' + variables.podQueue + "
+     f"' in its annotation {QUEUE_ANNOTATION}'",
+     "the pod names a Volcano queue other than its tenant's"),
 )
+
+# The queue policy: the queue and priority class a PodGroup or Volcano job asks for, and whether an
+# UPDATE leaves them as they were (objects made before the policy, or by Volcano's controller from an
+# admitted job, update freely as long as they do not move).
+QUEUE_POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
+    _QUEUE,
+    _PRIORITY_CLASS,
+    ("askedQueue", _field("object.spec", "queue")),
+    ("askedClass", _field("object.spec", "priorityClassName")),
+    ("queueKept", f"request.operation == 'UPDATE' && ({_field('oldObject.spec', 'queue')}) == variables.askedQueue"),
+    ("classKept", f"request.operation == 'UPDATE' && "
+                  f"({_field('oldObject.spec', 'priorityClassName')}) == variables.askedClass"),
+)
+
+_KIND = "object.kind"
+QUEUE_POLICY_VALIDATIONS: tuple[tuple[str, str, str], ...] = (
+    ("variables.queueKept || variables.queue != ''",
+     f"'tenant ' + {_TENANT} + ' has no Volcano queue, so it may not create a ' + {_KIND} + ' (Volcano would "
+     "run it in its `default` queue, which no tenant may use): give the tenant a queue in the spec and run "
+     "pulumi up'",
+     "the tenant has no Volcano queue"),
+    ("variables.queueKept || variables.queue == '' || variables.askedQueue == variables.queue",
+     f"'tenant ' + {_TENANT} + ' may only use Volcano queue ' + variables.queue + ', not ' + "
+     "(variables.askedQueue == '' ? 'none' : variables.askedQueue) + ': set spec.queue: ' + variables.queue + "
+     f"' in the ' + {_KIND}",
+     "the object names a Volcano queue other than its tenant's"),
+    ("variables.classKept || variables.askedClass == '' || variables.askedClass == variables.priorityClass",
+     f"(variables.priorityClass == '' ? 'tenant ' + {_TENANT} + ' has no priority class: leave "
+     f"spec.priorityClassName unset' : 'tenant ' + {_TENANT} + ' may only use priority class ' + "
+     "variables.priorityClass + ' (or none)') + ', not ' + variables.askedClass",
+     "the object names a priority class other than its tenant's"),
+)
+
+
+def _policy(name: str, rules: list[Obj], variables: tuple[tuple[str, str], ...],
+            validations: tuple[tuple[str, str, str], ...]) -> Obj:
+    """A ValidatingAdmissionPolicy that fails closed: an evaluation error denies rather than admits."""
+    return obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", name, spec={
+        "failurePolicy": "Fail",
+        "matchConstraints": {"resourceRules": rules},
+        "variables": [{"name": name, "expression": expression} for name, expression in variables],
+        "validations": [{"expression": expression, "messageExpression": message_expression,
+                         "message": message, "reason": "Forbidden"}
+                        for expression, message_expression, message in validations],
+    })
 
 
 def placement_policy() -> Obj:
     """The ValidatingAdmissionPolicy: at CREATE, a tenant pod must pin itself to pools, name only pools
     its tenant may use, and use its tenant's priority class or none (else a `batch` pod could name
     `inference-high` and preempt inference). Reads the namespace's annotations, so one policy serves
-    every tenant; failurePolicy Fail, so an evaluation error denies rather than lets the pod through."""
-    return obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", POLICY_NAME, spec={
-        "failurePolicy": "Fail",
-        "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                                                "operations": ["CREATE"], "resources": ["pods"]}]},
-        "variables": [{"name": name, "expression": expression} for name, expression in POLICY_VARIABLES],
-        "validations": [{"expression": expression, "messageExpression": message_expression,
-                         "message": message, "reason": "Forbidden"}
-                        for expression, message_expression, message in POLICY_VALIDATIONS],
-    })
+    every tenant; a pod's Volcano queue annotation, if any, must name its tenant's queue."""
+    rules: list[Obj] = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+    return _policy(POLICY_NAME, rules, POLICY_VARIABLES, POLICY_VALIDATIONS)
 
 
-def placement_binding() -> Obj:
-    """Binds the policy, denying, to the namespaces carrying the tenant label (only ours do: namespaces
+def queue_policy() -> Obj:
+    """The ValidatingAdmissionPolicy for Volcano's PodGroups and jobs in tenant namespaces: its queue is
+    the tenant's, its priority class the tenant's or none. It runs after Volcano's mutating webhooks, so
+    a PodGroup's queue is already the one its namespace names; a job's `default` (what Volcano's job
+    webhook gives a job without one) is refused with the queue to set."""
+    rules: list[Obj] = [{"apiGroups": [group], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                         "resources": [resource]}
+                        for group, resource in (("scheduling.volcano.sh", "podgroups"), ("batch.volcano.sh", "jobs"))]
+    return _policy(QUEUE_POLICY_NAME, rules, QUEUE_POLICY_VARIABLES, QUEUE_POLICY_VALIDATIONS)
+
+
+def binding(policy: Obj) -> Obj:
+    """Binds a policy, denying, to the namespaces carrying the tenant label (only ours do: namespaces
     are cluster-scoped, and tenants are given no right to relabel them)."""
-    return obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", POLICY_NAME, spec={
-        "policyName": POLICY_NAME,
+    name = policy["metadata"]["name"]
+    return obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", name, spec={
+        "policyName": name,
         "validationActions": ["Deny"],
         "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}},
     })
@@ -267,5 +346,6 @@ def build(view: Resolved) -> Concern:
     for name, tenant in cluster.tenants.items():
         objects += [namespace(name, tenant, cluster.kube_minor), resource_quota(name, tenant),
                     limit_range(name, tenant)]
-    objects += [placement_policy(), placement_binding()]
+    for policy in (placement_policy(), queue_policy()):
+        objects += [policy, binding(policy)]
     return Concern("tenancy", sorted(objects, key=key))

@@ -17,7 +17,7 @@ import yaml
 from inventory_builder import ROOT, SHIPPED, pools_of
 from pydantic import ValidationError
 
-from infra.cluster import scheduling
+from infra.cluster import scheduling, tenancy
 from infra.cluster.nodes import POOL_KIND_LABEL, POOL_LABEL, pool_labels, pool_taints
 from infra.cluster.objects import HelmRelease, key
 from infra.knowledge.chart_values import chart_values
@@ -270,6 +270,21 @@ def test_volcano_runs_pinned_images_without_bundled_monitoring(name):
     images = versions()["volcano"].images.values()
     assert {image.registry for image in images} == {volcano.values["basic"]["image_registry"]}
     assert {image.tag for image in images} == {volcano.values["basic"]["image_tag_version"]}
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_volcano_routes_a_tenants_podgroups_to_the_queue_its_namespace_names(name):
+    """The chart's webhooks stay, plus the one that reads the namespace's queue annotation; and every
+    annotation names a Queue the stack declares (the admission policy then refuses any other)."""
+    view = shipped(name)
+    enabled = release(scheduling.build(view).releases, "volcano").values["custom"]["enabled_admissions"].split(",")
+    chart_default = chart_values().volcano.keys["custom.enabled_admissions"].default.split(",")
+    assert enabled == [*chart_default, scheduling.PODGROUP_MUTATION]
+    queues = {q["metadata"]["name"] for q in scheduling.queues(view)}
+    routed = {ns["metadata"]["annotations"][tenancy.QUEUE_ANNOTATION] for ns in tenancy.build(view).objects
+              if ns["kind"] == "Namespace" and tenancy.QUEUE_ANNOTATION in ns["metadata"].get("annotations", {})}
+    assert routed == queues
+    assert scheduling.PODGROUP_MUTATION not in chart_default  # else the release would not need to name it
 
 
 def test_the_volcano_namespace_is_declared(inventory, view_of):

@@ -323,9 +323,10 @@ def _selector_matches(selector, labels):
     return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
-def test_the_binding_denies_in_tenant_namespaces_only():
-    binding = tenancy.placement_binding()["spec"]
-    assert binding["policyName"] == tenancy.placement_policy()["metadata"]["name"]
+@pytest.mark.parametrize("the_policy", [tenancy.placement_policy(), tenancy.queue_policy()], ids=["pods", "queues"])
+def test_the_binding_denies_in_tenant_namespaces_only(the_policy):
+    binding = tenancy.binding(the_policy)["spec"]
+    assert binding["policyName"] == the_policy["metadata"]["name"]
     assert binding["validationActions"] == ["Deny"]
     selector = binding["matchResources"]["namespaceSelector"]
     _, concern = shipped("example")
@@ -337,11 +338,15 @@ def test_the_binding_denies_in_tenant_namespaces_only():
 
 # ---------------------------------------------------------------- the admission policy: its CEL, evaluated
 
-CEL = cel.NewEnv(
-    variables={"object": cel.Type.DYN, "namespaceObject": cel.Type.DYN,
-               "variables": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
-    extensions=[ext_strings.ExtStrings()],
-)
+def _environment(*names):
+    """A CEL environment declaring these of the admission request's variables (and `variables`)."""
+    declared = {name: cel.Type.DYN for name in names}
+    return cel.NewEnv(variables={**declared, "variables": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
+                      extensions=[ext_strings.ExtStrings()])
+
+
+CEL = _environment("object", "namespaceObject")  # the pod policy reads only these
+QUEUE_CEL = _environment("object", "oldObject", "namespaceObject", "request")  # the queue policy checks UPDATEs too
 
 
 class CelError(Exception):
@@ -349,12 +354,12 @@ class CelError(Exception):
 
 
 @cache
-def _compiled(expression):
-    return CEL.compile(expression)
+def _compiled(expression, queue_policy=False):
+    return (QUEUE_CEL if queue_policy else CEL).compile(expression)
 
 
 def _eval(expression, data):
-    result = _compiled(expression).eval(data=data)
+    result = _compiled(expression, "request" in data).eval(data=data)
     if result.type() == cel.Type.ERROR:
         raise CelError(f"{expression}: {result.value()}")
     return result.plain_value()
@@ -366,15 +371,19 @@ class Verdict:
     messages: tuple[str, ...]
 
 
-def admit(policy, pod, namespace) -> Verdict:
-    """What the API server answers a pod CREATE: each variable in order, then every validation; the
-    messageExpression of each that fails. An evaluation error raises (Kubernetes would deny)."""
+def admit(policy, pod, namespace, old=None) -> Verdict:
+    """What the API server answers a CREATE (an UPDATE from OLD where given): each variable in order, then
+    every validation; the messageExpression of each that fails. An evaluation error raises (Kubernetes
+    would deny). The queue policy also gets `request` and `oldObject`, which the pod policy never reads."""
     spec = policy["spec"]
+    request = {}
+    if policy["metadata"]["name"] == tenancy.QUEUE_POLICY_NAME:
+        request = {"oldObject": old, "request": {"operation": "CREATE" if old is None else "UPDATE"}}
     variables: dict = {}
     for variable in spec["variables"]:
-        variables[variable["name"]] = _eval(variable["expression"],
-                                            {"object": pod, "namespaceObject": namespace, "variables": dict(variables)})
-    data = {"object": pod, "namespaceObject": namespace, "variables": variables}
+        variables[variable["name"]] = _eval(variable["expression"], {
+            "object": pod, "namespaceObject": namespace, "variables": dict(variables), **request})
+    data = {"object": pod, "namespaceObject": namespace, "variables": variables, **request}
     messages = []
     for validation in spec["validations"]:
         holds = _eval(validation["expression"], data)
@@ -406,9 +415,12 @@ def term(*expressions, fields=None):
     return t
 
 
-def pod(selector=None, terms=None, priority=None, affinity=None):
+def pod(selector=None, terms=None, priority=None, affinity=None, queue=None):
     """A pod as the API server hands it to admission: fields left out are absent, not empty."""
     spec = {"containers": [{"name": "main", "image": "registry.example/app:1"}]}
+    metadata = {"name": "p"}
+    if queue is not None:
+        metadata["annotations"] = {tenancy.QUEUE_ANNOTATION: queue}
     if selector is not None:
         spec["nodeSelector"] = selector
     if terms is not None:
@@ -417,7 +429,7 @@ def pod(selector=None, terms=None, priority=None, affinity=None):
         spec["affinity"] = affinity
     if priority is not None:
         spec["priorityClassName"] = priority
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
 HOST = "kubernetes.io/hostname"
@@ -468,6 +480,9 @@ CASES = [
     ("own-priority-class", pod({POOL_LABEL: "cpu_general"}, priority="offline-low"), True, None),
     ("higher-priority-class", pod({POOL_LABEL: "cpu_general"}, priority="inference-high"), False, None),
     ("system-priority-class", pod({POOL_LABEL: "cpu_general"}, priority="system-cluster-critical"), False, None),
+    ("own-queue-annotation", pod({POOL_LABEL: "cpu_general"}, queue="batch"), True, None),
+    ("other-queue-annotation", pod({POOL_LABEL: "cpu_general"}, queue="training"), False, None),
+    ("default-queue-annotation", pod({POOL_LABEL: "cpu_general"}, queue="default"), False, None),
 ]
 
 
@@ -573,6 +588,8 @@ MUTANTS = [
     ("split(',').filter(p, p != '')", "split(',')", None),  # seen by the empty-annotation namespace below
     ("object.spec.priorityClassName == variables.priorityClass", "true", "higher-priority-class"),
     ("has(object.spec.affinity) && ", "", "no-placement"),  # a missing guard: evaluation error
+    ("variables.podQueue == '' || ", "", "selector-allowed"),  # a pod without the annotation is refused
+    ("variables.podQueue == variables.queue", "true", "other-queue-annotation"),
 ]
 
 
@@ -620,6 +637,104 @@ def test_the_mutated_policy_admits_the_forbidden_pod():
     assert admit(_mutated("|| variables.selected in variables.allowed)", "|| true)"), aimed, batch).admitted
 
 
+# ---------------------------------------------------------------- the queue policy: Volcano tied to tenants
+
+
+def test_the_queue_policy_checks_podgroups_and_jobs_at_create_and_update_and_fails_closed():
+    spec = tenancy.queue_policy()["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert {(r["apiGroups"][0], r["resources"][0]): r["operations"] for r in spec["matchConstraints"]["resourceRules"]} \
+        == {("scheduling.volcano.sh", "podgroups"): ["CREATE", "UPDATE"], ("batch.volcano.sh", "jobs"): ["CREATE", "UPDATE"]}
+    assert all(v["reason"] == "Forbidden" and v["message"] for v in spec["validations"])
+
+
+def test_a_tenant_namespace_names_its_queue_and_only_tenants_with_a_queue_have_one():
+    env, _ = shipped("example")
+    namespaces = example_namespaces()
+    for name, tenant in env.cluster.tenants.items():
+        annotations = namespaces[name]["metadata"]["annotations"]
+        assert annotations.get(tenancy.QUEUE_ANNOTATION) == (name if tenant.queue is not None else None), name
+
+
+def volcano(kind, queue=None, priority=None, **spec):
+    """A PodGroup (scheduling.volcano.sh) or a Volcano Job (batch.volcano.sh) as admission sees it."""
+    if queue is not None:
+        spec["queue"] = queue
+    if priority is not None:
+        spec["priorityClassName"] = priority
+    group = {"PodGroup": "scheduling.volcano.sh/v1beta1", "Job": "batch.volcano.sh/v1alpha1"}[kind]
+    return {"apiVersion": group, "kind": kind, "metadata": {"name": "g"}, "spec": spec}
+
+
+# The example's batch tenant: queue batch, class offline-low; training: queue training; inference: no queue.
+# (id, tenant, object, the old object of an UPDATE or None, the refusal's message or None)
+QUEUE_CASES = [
+    ("own-queue", "batch", volcano("PodGroup", "batch", minMember=2), None, None),
+    ("own-queue-and-class", "batch", volcano("Job", "batch", "offline-low"), None, None),
+    ("another-tenants-queue", "batch", volcano("PodGroup", "training"), None,
+     "tenant batch may only use Volcano queue batch, not training: set spec.queue: batch in the PodGroup"),
+    ("default-queue-of-a-job", "batch", volcano("Job", "default"), None,
+     "tenant batch may only use Volcano queue batch, not default: set spec.queue: batch in the Job"),
+    ("no-queue", "batch", volcano("PodGroup"), None,
+     "tenant batch may only use Volcano queue batch, not none: set spec.queue: batch in the PodGroup"),
+    ("higher-class", "batch", volcano("PodGroup", "batch", "inference-high"), None,
+     "tenant batch may only use priority class offline-low (or none), not inference-high"),
+    ("tenant-without-queue", "inference", volcano("Job", "inference"), None,
+     "tenant inference has no Volcano queue, so it may not create a Job (Volcano would run it in its `default` "
+     "queue, which no tenant may use): give the tenant a queue in the spec and run pulumi up"),
+    ("update-keeps-an-old-queue", "batch", volcano("PodGroup", "default", minMember=3),
+     volcano("PodGroup", "default", minMember=2), None),
+    ("update-moves-the-queue", "batch", volcano("PodGroup", "training"), volcano("PodGroup", "batch"),
+     "tenant batch may only use Volcano queue batch, not training: set spec.queue: batch in the PodGroup"),
+    ("update-raises-the-class", "training", volcano("Job", "training", "inference-high"),
+     volcano("Job", "training", "training-normal"),
+     "tenant training may only use priority class training-normal (or none), not inference-high"),
+]
+
+
+@pytest.mark.parametrize("case_id, tenant, the_object, old, refusal", QUEUE_CASES, ids=[c[0] for c in QUEUE_CASES])
+def test_volcano_objects(case_id, tenant, the_object, old, refusal):
+    verdict = admit(tenancy.queue_policy(), the_object, example_namespaces()[tenant], old=old)
+    assert verdict == (Verdict(True, ()) if refusal is None else Verdict(False, (refusal,)))
+
+
+def test_a_pods_queue_annotation_is_its_tenants_queue():
+    namespaces = example_namespaces()
+    pinned = {POOL_LABEL: "cpu_general"}
+    assert admit(policy(), pod(pinned, queue="batch"), namespaces["batch"]).admitted
+    [message] = admit(policy(), pod(pinned, queue="training"), namespaces["batch"]).messages
+    assert message == ("tenant batch may only use Volcano queue batch: the pod names training in its annotation "
+                       f"{tenancy.QUEUE_ANNOTATION}")
+    [message] = admit(policy(), pod({POOL_LABEL: "gpu_a100"}, queue="default"), namespaces["inference"]).messages
+    assert message.startswith("tenant inference has no Volcano queue: the pod names default")
+
+
+@pytest.mark.parametrize("old, new, case_id", [
+    ("variables.askedQueue == variables.queue", "true", "another-tenants-queue"),
+    ("variables.queueKept || variables.queue != ''", "true", "tenant-without-queue"),
+    ("variables.askedClass == variables.priorityClass", "true", "higher-class"),
+    ("(has(oldObject.spec) && has(oldObject.spec.queue) ? oldObject.spec.queue : '') == variables.askedQueue", "true",
+     "update-moves-the-queue"),
+    ("request.operation == 'UPDATE' && (has(oldObject.spec) && has(oldObject.spec.queue)",
+     "(has(oldObject.spec) && has(oldObject.spec.queue)", "no-queue"),  # a CREATE's oldObject is null: an error
+])
+def test_a_broken_queue_rule_changes_a_verdict(old, new, case_id):
+    [(_, tenant, the_object, old_object, _)] = [c for c in QUEUE_CASES if c[0] == case_id]
+    mutant = copy.deepcopy(tenancy.queue_policy())
+    places = [item for item in mutant["spec"]["variables"] + mutant["spec"]["validations"] if old in item["expression"]]
+    assert len(places) == 1, f"{old!r} must occur exactly once"
+    places[0]["expression"] = places[0]["expression"].replace(old, new)
+    namespace = example_namespaces()[tenant]
+
+    def outcome(a_policy):
+        try:
+            return admit(a_policy, the_object, namespace, old=old_object).admitted
+        except CelError:
+            return "error"
+
+    assert outcome(mutant) != outcome(tenancy.queue_policy())
+
+
 # ---------------------------------------------------------------- the CEL stays within Kubernetes 1.30
 
 # Kubernetes 1.30 compiles new expressions in its CEL environment for 1.29: the standard library and
@@ -628,8 +743,12 @@ def test_the_mutated_policy_admits_the_forbidden_pod():
 K8S_130_FUNCTIONS_USED = {"has", "size", "all", "exists", "filter", "map", "split", "join"}
 
 
-def _expressions():
-    spec = policy()["spec"]
+POLICIES = {"pods": (tenancy.placement_policy(), {"object", "namespaceObject"}),
+            "queues": (tenancy.queue_policy(), {"object", "oldObject", "namespaceObject", "request"})}
+
+
+def _expressions(a_policy):
+    spec = a_policy["spec"]
     yield from (v["expression"] for v in spec["variables"])
     for validation in spec["validations"]:
         yield validation["expression"]
@@ -640,24 +759,27 @@ def _without_strings(expression):
     return re.sub(r"'(?:[^'\\]|\\.)*'", "''", expression)
 
 
-def test_the_expressions_call_only_what_kubernetes_1_30_offers():
+@pytest.mark.parametrize("name", POLICIES)
+def test_the_expressions_call_only_what_kubernetes_1_30_offers(name):
     called = set()
-    for expression in _expressions():
+    for expression in _expressions(POLICIES[name][0]):
         called |= set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(", _without_strings(expression)))
     assert called <= K8S_130_FUNCTIONS_USED, called - K8S_130_FUNCTIONS_USED
 
 
-def test_the_expressions_read_only_object_namespace_and_earlier_variables():
-    spec = policy()["spec"]
+@pytest.mark.parametrize("name", POLICIES)
+def test_the_expressions_read_only_what_their_policy_is_given_and_earlier_variables(name):
+    a_policy, given = POLICIES[name]
+    spec = a_policy["spec"]
     defined: list[str] = []
     for variable in spec["variables"]:
         used = set(re.findall(r"variables\.([A-Za-z]+)", _without_strings(variable["expression"])))
         assert used <= set(defined), f"{variable['name']} reads {used - set(defined)} before it is defined"
         defined.append(variable["name"])
-    for expression in _expressions():
-        _compiled(expression)  # type-checked against object, namespaceObject and variables only
+    for expression in _expressions(a_policy):
+        _compiled(expression, "request" in given)  # type-checked against what the policy is given only
         roots = set(re.findall(r"(?<![.\w])(object|oldObject|namespaceObject|request|params|authorizer)\b",
                                _without_strings(expression)))
-        assert roots <= {"object", "namespaceObject"}
+        assert roots <= given
     with pytest.raises(Exception, match="undeclared reference"):
         CEL.compile("oldObject.spec.nodeSelector")

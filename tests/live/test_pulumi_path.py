@@ -15,6 +15,7 @@ from subprocess import CompletedProcess
 
 import pytest
 
+from infra.cluster import tenancy
 from infra.cluster.retention import retained
 from infra.live import probes
 from infra.live.compare import (
@@ -134,7 +135,8 @@ def test_the_taint_probe_fails_when_a_gpu_node_loses_its_taint(deployment, kube:
 
 
 def test_the_admission_probe_fails_without_the_policy_binding(deployment, kube: Kube, view: Resolved):
-    binding = next(o for o in deployment.stack.declared() if o["kind"] == "ValidatingAdmissionPolicyBinding")
+    binding = next(o for o in deployment.stack.declared() if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                   and o["metadata"]["name"] == tenancy.POLICY_NAME)
     path = kube.path(binding)
     kube.delete(path)
     try:

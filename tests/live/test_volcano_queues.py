@@ -1,0 +1,150 @@
+"""Issue 15, item 5, asked of the real API server (kube-apiserver 1.34): the queue policy keeps a tenant's
+PodGroups and Volcano jobs in the tenant's own Volcano queue, and the pod policy holds a pod's queue
+annotation to the same rule.
+
+The tenants are the example's, their namespaces rendered by the cluster layer under a prefix (so nothing
+here meets the namespaces `tests/live/test_pulumi_path.py` keeps). Volcano itself cannot run here (no
+images), so its CRDs are stand-ins written below from the fields of upstream's (volcano-sh/volcano,
+config/crd/volcano/bases: PodGroup's `spec.queue` defaults to `default`, as upstream's does); Volcano's
+webhooks do not run, so a PodGroup without a queue reaches the policy as `default` (on a real cluster the
+PodGroup webhook first gives it the queue its namespace names). Every request is a dry run: admission
+runs in full, nothing is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from infra.cluster import tenancy
+from infra.cluster.nodes import POOL_LABEL
+from infra.cluster.objects import Obj
+from infra.live.controlplane import LocalCluster
+from infra.live.kubeapi import ApiError, Kube, wait_for
+from infra.spec import load_environment
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = load_environment(ROOT / "inventories" / "example")
+PREFIX = "vq-"
+BATCH, TRAINING, INFERENCE = (f"{PREFIX}{name}" for name in ("batch", "training", "inference"))
+
+
+def crd(group: str, version: str, kind: str, plural: str, spec: Obj) -> Obj:
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}"},
+            "spec": {"group": group, "scope": "Namespaced",
+                     "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+                     "versions": [{"name": version, "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                         "type": "object", "properties": {"spec": {"type": "object", "properties": spec,
+                                                                   "x-kubernetes-preserve-unknown-fields": True}}}}}]}}
+
+
+CRDS = [
+    crd("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups", {
+        "minMember": {"type": "integer", "format": "int32"},
+        "priorityClassName": {"type": "string"},
+        "queue": {"type": "string", "default": "default"}}),
+    crd("batch.volcano.sh", "v1alpha1", "Job", "jobs", {
+        "minAvailable": {"type": "integer", "format": "int32"},
+        "priorityClassName": {"type": "string"},
+        "queue": {"type": "string"}}),
+]
+
+
+def volcano(kind: str, namespace: str, queue: str | None = None, priority: str | None = None) -> Obj:
+    group = {"PodGroup": "scheduling.volcano.sh/v1beta1", "Job": "batch.volcano.sh/v1alpha1"}[kind]
+    spec: Obj = {"minMember": 1} if kind == "PodGroup" else {"minAvailable": 1}
+    if queue is not None:
+        spec["queue"] = queue
+    if priority is not None:
+        spec["priorityClassName"] = priority
+    return {"apiVersion": group, "kind": kind, "metadata": {"name": "probe", "namespace": namespace}, "spec": spec}
+
+
+def pod(namespace: str, queue: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "probe", "namespace": namespace, "annotations": {tenancy.QUEUE_ANNOTATION: queue}},
+            "spec": {"nodeSelector": {POOL_LABEL: "cpu_general"},
+                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}
+
+
+def refusal(kube: Kube, o: Obj) -> str | None:
+    """The API server's message when it refuses the dry-run create, None when it admits it."""
+    try:
+        kube.create(kube.path(o, name=False), o, dry_run=True)
+    except ApiError as error:
+        return error.message
+    return None
+
+
+@pytest.fixture(scope="module")
+def kube(cluster: LocalCluster) -> Iterator[Kube]:
+    api = cluster.api()
+    tenants = ENV.cluster.tenants
+    namespaces = [tenancy.namespace(f"{PREFIX}{name}", tenants[name], ENV.cluster.kube_minor)
+                  for name in ("batch", "training", "inference")]
+    policies = [o for policy in (tenancy.placement_policy(), tenancy.queue_policy())
+                for o in (policy, tenancy.binding(policy))]
+    created: list[Obj] = []
+    try:
+        for o in [*CRDS, *namespaces, *policies]:
+            if not api.exists(api.path(o)):
+                api.create(api.path(o, name=False), o)
+                created.append(o)
+        for definition in CRDS:
+            wait_for(f"the {definition['metadata']['name']} CRD served",
+                     lambda d=definition: True if api.exists(
+                         f"/apis/{d['spec']['group']}/{d['spec']['versions'][0]['name']}/{d['spec']['names']['plural']}")
+                     else None)
+        # The API server's policy cache takes a moment to see new policies and bindings.
+        wait_for("the queue policy to refuse", lambda: True if refusal(api, volcano("PodGroup", BATCH, TRAINING))
+                 else None, timeout=30)
+        yield api
+    finally:
+        for o in reversed(created):
+            api.delete(api.path(o))
+
+
+@pytest.mark.parametrize("kind, namespace, queue, priority, expected", [
+    ("PodGroup", BATCH, BATCH, None, None),
+    ("Job", TRAINING, TRAINING, "training-normal", None),
+    ("PodGroup", BATCH, TRAINING, None,
+     f"tenant {BATCH} may only use Volcano queue {BATCH}, not {TRAINING}: set spec.queue: {BATCH} in the PodGroup"),
+    ("PodGroup", BATCH, None, None,  # the CRD's default; Volcano's PodGroup webhook would route it first
+     f"tenant {BATCH} may only use Volcano queue {BATCH}, not default: set spec.queue: {BATCH} in the PodGroup"),
+    ("Job", BATCH, "default", None,
+     f"tenant {BATCH} may only use Volcano queue {BATCH}, not default: set spec.queue: {BATCH} in the Job"),
+    ("Job", BATCH, BATCH, "inference-high",
+     f"tenant {BATCH} may only use priority class offline-low (or none), not inference-high"),
+    ("Job", INFERENCE, INFERENCE, None, f"tenant {INFERENCE} has no Volcano queue, so it may not create a Job"),
+], ids=["own-queue", "own-queue-and-class", "another-tenants-queue", "no-queue", "default-queue", "higher-class",
+        "tenant-without-queue"])
+def test_the_api_server_keeps_volcano_objects_in_their_tenants_queue(kube: Kube, kind, namespace, queue, priority,
+                                                                      expected):
+    message = refusal(kube, volcano(kind, namespace, queue, priority))
+    if expected is None:
+        assert message is None
+    else:
+        assert message is not None and expected in message, message
+        assert "k8s-node-pools-tenant-queues" in message  # the policy's own refusal, not a schema error
+
+
+def test_the_api_server_holds_a_pods_queue_annotation_to_its_tenant(kube: Kube):
+    assert refusal(kube, pod(BATCH, BATCH)) is None
+    message = refusal(kube, pod(BATCH, TRAINING))
+    assert message is not None
+    assert f"tenant {BATCH} may only use Volcano queue {BATCH}: the pod names {TRAINING}" in message
+
+
+def test_without_the_binding_another_tenants_queue_is_admitted(kube: Kube):
+    binding = tenancy.binding(tenancy.queue_policy())
+    kube.delete(kube.path(binding))
+    try:
+        wait_for("another tenant's queue admitted", lambda: True if refusal(
+            kube, volcano("PodGroup", BATCH, TRAINING)) is None else None, timeout=30)
+    finally:
+        kube.create(kube.path(binding, name=False), binding)
+    wait_for("the refusal back", lambda: True if refusal(kube, volcano("PodGroup", BATCH, TRAINING)) else None,
+             timeout=30)
