@@ -28,6 +28,10 @@ changes them, a PodGroup or Volcano job whose queue is not the tenant's (so neve
 Volcano creates uncapped, nor another tenant's) or whose priority class is not the tenant's. A tenant
 without a queue may not use Volcano at all. A pod's own queue annotation is held to the same rule.
 
+RDMA: a pod attaching one of its tenant's RDMA networks (RDMA_NETWORKS_ANNOTATION on the namespace) must
+ask for that network's device resource in a container's limits; without it, it would get the interface
+but no HCA and fall back to TCP unnoticed (no resources injector is deployed to add the request).
+
 DaemonSets in tenant namespaces must pin with nodeSelector: their controller replaces each pod's
 required node affinity with a term on the node's name, and the policy would refuse those pods.
 """
@@ -35,9 +39,12 @@ required node affinity with a term on the node's name, and the policy would refu
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
+from infra.cluster.networking import nad_name, rdma_pools, rdma_resource
 from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import LABEL_PREFIX, SYSTEM_NAMESPACE, Concern, Obj, key, obj
+from infra.knowledge.chart_values import chart_values
 from infra.knowledge.platform import platform
 from infra.knowledge.units import parse_quantity
 from infra.model.resolve import Resolved
@@ -51,6 +58,8 @@ PRIORITY_CLASS_ANNOTATION = f"{LABEL_PREFIX}/priority-class"
 # Volcano's own key: on a namespace, the queue its PodGroup webhook gives PodGroups created without one;
 # on a pod, the queue of the PodGroup Volcano's controller makes for it.
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+# The RDMA networks of the tenant's pools, `<network>=<resource>` comma-separated (rdma-gpu-a100=rdma/gpu_a100).
+RDMA_NETWORKS_ANNOTATION = f"{LABEL_PREFIX}/rdma-networks"
 POLICY_NAME = "k8s-node-pools-tenant-placement"
 QUEUE_POLICY_NAME = "k8s-node-pools-tenant-queues"
 EPHEMERAL_STORAGE = "ephemeral-storage"
@@ -66,8 +75,8 @@ RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-
 # root: `baseline` still refuses privileged containers, host namespaces and hostPath. Every tier
 # audits and warns at `restricted`, so each pod that would fail it is visible before tightening.
 # Neither level allows added capabilities such as IPC_LOCK, which RDMA pods often ask for to register
-# memory: on RDMA pools the hosts' container runtime must allow locked memory instead (no tier is
-# ever enforced at `privileged`).
+# memory: on RDMA pools the hosts' containerd runs with an unlimited locked-memory limit instead, which
+# its containers inherit (infra/hosts/hostvars.py; no tier is ever enforced at `privileged`).
 POD_SECURITY_ENFORCE = {"production": "restricted", "inference": "restricted",
                         "training": "baseline", "offline": "baseline", "dev": "baseline"}
 POD_SECURITY_AUDIT = "restricted"
@@ -81,9 +90,10 @@ def check_tenant_name(name: str) -> None:
                          "owns; rename the tenant")
 
 
-def namespace(name: str, tenant: Tenant, kube_minor: int) -> Obj:
+def namespace(name: str, tenant: Tenant, kube_minor: int, rdma: Mapping[str, str] | None = None) -> Obj:
     """The tenant's Namespace. Pod Security versions are pinned to the cluster's minor, so an upgrade
-    changes the rules only when the spec's kube_version does."""
+    changes the rules only when the spec's kube_version does. RDMA maps each RDMA network of the tenant's
+    pools to the device resource a pod attaching it must ask for."""
     check_tenant_name(name)
     version = f"v1.{kube_minor}"
     levels = {"enforce": POD_SECURITY_ENFORCE[tenant.tier], "audit": POD_SECURITY_AUDIT, "warn": POD_SECURITY_AUDIT}
@@ -96,6 +106,9 @@ def namespace(name: str, tenant: Tenant, kube_minor: int) -> Obj:
         annotations[PRIORITY_CLASS_ANNOTATION] = tenant.priority_class
     if tenant.queue is not None:
         annotations[QUEUE_ANNOTATION] = name  # the tenant's Queue is named after it (scheduling.py)
+    if rdma:
+        annotations[RDMA_NETWORKS_ANNOTATION] = ",".join(f"{network}={resource}"
+                                                         for network, resource in sorted(rdma.items()))
     return obj("v1", "Namespace", name, labels=dict(sorted(labels.items())), annotations=annotations)
 
 
@@ -187,6 +200,7 @@ def _lit(text: str) -> str:
 
 
 _ANNOTATIONS = "namespaceObject.metadata.annotations"
+_NETWORKS = chart_values().multus.pod_networks_annotation
 _REQUIRED = "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 
 
@@ -209,6 +223,14 @@ POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
                 f"{_ANNOTATIONS}[{_lit(POOLS_ANNOTATION)}].split(',').filter(p, p != '') : []"),
     _PRIORITY_CLASS,
     _QUEUE,
+    # the RDMA networks the pod attaches (Multus' annotation: names or JSON, read as text) whose device
+    # resource none of its containers asks for, as `<network>=<resource>`
+    ("rdmaWithoutDevice", f"has({_ANNOTATIONS}) && {_lit(RDMA_NETWORKS_ANNOTATION)} in {_ANNOTATIONS} && "
+                          f"has(object.metadata.annotations) && {_lit(_NETWORKS)} in object.metadata.annotations ? "
+                          f"{_ANNOTATIONS}[{_lit(RDMA_NETWORKS_ANNOTATION)}].split(',').filter(n, n != '' && "
+                          f"object.metadata.annotations[{_lit(_NETWORKS)}].contains(n.split('=')[0]) && "
+                          "!object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && "
+                          "n.split('=')[1] in c.resources.limits)) : []"),
     # the Volcano queue the pod's annotation names; '' if none
     ("podQueue", "has(object.metadata.annotations) && "
                  f"{_lit(QUEUE_ANNOTATION)} in object.metadata.annotations ? "
@@ -256,6 +278,11 @@ POLICY_VALIDATIONS: tuple[tuple[str, str, str], ...] = (
      f"{_TENANT} + ' may only use priority class ' + variables.priorityClass + ' (or none), not ' + "
      "object.spec.priorityClassName",
      "the pod names a priority class other than its tenant's"),
+    ("variables.rdmaWithoutDevice.size() == 0",
+     "'a pod attaching an RDMA network must ask for its device in resources.limits of a container (' + "
+     "variables.rdmaWithoutDevice.map(n, n.split('=')[0] + ': ' + n.split('=')[1] + ': 1').join(', ') + '): "
+     "without it the pod gets the interface but no HCA, and its traffic falls back to TCP'",
+     "a pod attaching an RDMA network must ask for its device"),
     ("variables.podQueue == '' || variables.podQueue == variables.queue",
      f"(variables.queue == '' ? 'tenant ' + {_TENANT} + ' has no Volcano queue' : 'tenant ' + {_TENANT} + "
      "' may only use Volcano queue ' + variables.queue) + ': the pod names ' + variables.podQueue + "
@@ -344,7 +371,8 @@ def build(view: Resolved) -> Concern:
     cluster = view.env.cluster
     objects: list[Obj] = [priority_class(name, spec) for name, spec in cluster.priority_classes.items()]
     for name, tenant in cluster.tenants.items():
-        objects += [namespace(name, tenant, cluster.kube_minor), resource_quota(name, tenant),
+        rdma = {nad_name(pool): rdma_resource(pool) for pool in rdma_pools(view.env) if pool.name in tenant.pools}
+        objects += [namespace(name, tenant, cluster.kube_minor, rdma), resource_quota(name, tenant),
                     limit_range(name, tenant)]
     for policy in (placement_policy(), queue_policy()):
         objects += [policy, binding(policy)]

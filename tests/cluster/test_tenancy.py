@@ -637,6 +637,66 @@ def test_the_mutated_policy_admits_the_forbidden_pod():
     assert admit(_mutated("|| variables.selected in variables.allowed)", "|| true)"), aimed, batch).admitted
 
 
+# ---------------------------------------------------------------- RDMA: the network only with its device
+
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
+
+
+def rdma_pod(networks, *limits_per_container):
+    """An inference pod on gpu_a100 (an RDMA pool) attaching NETWORKS, each container with the limits given."""
+    the_pod = pod({POOL_LABEL: "gpu_a100"})
+    the_pod["metadata"]["annotations"] = {NETWORKS: networks}
+    the_pod["spec"]["containers"] = [{"name": f"c{i}", "image": "registry.example/app:1",
+                                      **({"resources": {"limits": limits}} if limits is not None else {})}
+                                     for i, limits in enumerate(limits_per_container or [None])]
+    return the_pod
+
+
+DEVICE = {"rdma/gpu_a100": "1", "nvidia.com/gpu": "1"}
+# (id, tenant, pod, admitted)
+RDMA_CASES = [
+    ("network-and-device", "inference", rdma_pod("rdma-gpu-a100", DEVICE), True),
+    ("device-in-the-second-container", "inference", rdma_pod("rdma-gpu-a100", None, DEVICE), True),
+    ("network-without-device", "inference", rdma_pod("rdma-gpu-a100", {"nvidia.com/gpu": "1"}), False),
+    ("network-without-resources", "inference", rdma_pod("rdma-gpu-a100"), False),
+    ("network-by-namespace-and-name", "inference", rdma_pod("inference/rdma-gpu-a100"), False),
+    ("network-as-json", "inference", rdma_pod('[{"name": "rdma-gpu-a100", "interface": "net1"}]'), False),
+    ("another-network", "inference", rdma_pod("macvlan-storage"), True),
+    ("tenant-without-rdma", "batch", rdma_pod("rdma-gpu-a100"), True),  # no RDMA network is the batch tenant's
+]
+
+
+@pytest.mark.parametrize("case_id, tenant, the_pod, admitted", RDMA_CASES, ids=[c[0] for c in RDMA_CASES])
+def test_rdma_pods(case_id, tenant, the_pod, admitted):
+    if tenant == "batch":
+        the_pod["spec"]["nodeSelector"] = {POOL_LABEL: "cpu_general"}
+    verdict = admit(policy(), the_pod, example_namespaces()[tenant])
+    assert verdict.admitted is admitted, verdict.messages
+    if not admitted:
+        assert verdict.messages == (
+            "a pod attaching an RDMA network must ask for its device in resources.limits of a container "
+            "(rdma-gpu-a100: rdma/gpu_a100: 1): without it the pod gets the interface but no HCA, and its "
+            "traffic falls back to TCP",)
+
+
+def test_a_namespace_names_the_rdma_networks_of_its_tenants_pools_only():
+    namespaces = example_namespaces()
+    assert namespaces["inference"]["metadata"]["annotations"][tenancy.RDMA_NETWORKS_ANNOTATION] == \
+        "rdma-gpu-a100=rdma/gpu_a100"
+    assert tenancy.RDMA_NETWORKS_ANNOTATION not in namespaces["batch"]["metadata"]["annotations"]
+
+
+@pytest.mark.parametrize("old, new, case_id", [
+    (" && !object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && "
+     "n.split('=')[1] in c.resources.limits)", "", "network-and-device"),
+    ("contains(n.split('=')[0])", "contains('none')", "network-without-device"),
+    ("object.spec.containers.exists(c, ", "object.spec.containers.all(c, ", "device-in-the-second-container"),
+])
+def test_a_broken_rdma_rule_changes_a_verdict(old, new, case_id):
+    [(_, tenant, the_pod, admitted)] = [c for c in RDMA_CASES if c[0] == case_id]
+    assert admit(_mutated(old, new), the_pod, example_namespaces()[tenant]).admitted is not admitted
+
+
 # ---------------------------------------------------------------- the queue policy: Volcano tied to tenants
 
 
@@ -740,7 +800,7 @@ def test_a_broken_queue_rule_changes_a_verdict(old, new, case_id):
 # Kubernetes 1.30 compiles new expressions in its CEL environment for 1.29: the standard library and
 # macros, the strings extension v2, sets, and its own lists/regex/URL/quantity/IP/CIDR libraries. The
 # policy needs only these; cel-expr-python knows more (math, encoders...), so the names are pinned here.
-K8S_130_FUNCTIONS_USED = {"has", "size", "all", "exists", "filter", "map", "split", "join"}
+K8S_130_FUNCTIONS_USED = {"has", "size", "all", "exists", "filter", "map", "split", "join", "contains"}
 
 
 POLICIES = {"pods": (tenancy.placement_policy(), {"object", "namespaceObject"}),

@@ -151,6 +151,19 @@ def test_the_toolkit_takes_gpus_only_as_the_device_plugin_passes_them(env: str, 
             "accept-nvidia-visible-devices-as-volume-mounts": True}, name
 
 
+def test_containerd_locks_memory_without_limit_on_rdma_hosts_only(sandbox: dict, example: dict) -> None:
+    """RDMA pods register pinned memory without IPC_LOCK, so containerd, whose limits they inherit, is unlimited on
+    the hosts of pools with an RDMA network; every other host keeps systemd's default (the role's drop-in removed)."""
+    env = load_environment(ROOT / "inventories" / "example")
+    rdma_hosts = {host.name for pool in env.pools.values() if pool.vars.rdma_network is not None for host in pool.hosts}
+    assert rdma_hosts, "the example has RDMA pools"
+    assert {name for name, settings in example.items() if settings["container_runtime"]["memlock"] == "infinity"} \
+        == rdma_hosts
+    assert {settings["container_runtime"]["memlock"] for name, settings in example.items()
+            if name not in rdma_hosts} == {""}
+    assert {settings["container_runtime"]["memlock"] for settings in sandbox.values()} == {""}  # no RDMA pool
+
+
 def test_the_rollout_is_the_spec_s_and_defaults_to_all_hosts_at_once() -> None:
     example = environment_host_vars(load_environment(ROOT / "inventories" / "example"))
     sandbox = environment_host_vars(load_environment(ROOT / "inventories" / "sandbox"))
