@@ -87,13 +87,18 @@ def test_a_namespace_is_retained_for_its_tenant_label_only():
     assert (retained(tenant), retained(system), retained(quota)) == (True, False, False)
 
 
-@pytest.mark.parametrize("name", SHIPPED)
-def test_the_program_declares_exactly_the_retained_objects_retain_on_delete(mocks, name):
+def run_program(name):
+    """The stack's program for a shipped inventory, against the mocks."""
     @pulumi.runtime.test
     def program():
         declare(str(ROOT / "inventories" / name), SETTINGS)
 
     program()
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_program_declares_exactly_the_retained_objects_retain_on_delete(mocks, name):
+    run_program(name)
     objects = [o for c in build_concerns(resolve(load_environment(ROOT / "inventories" / name))) for o in c.objects]
     expected = {(type_token(o["apiVersion"], o["kind"]), resource_name(o)) for o in objects if retained(o)}
     assert expected and mocks.retained == expected
@@ -101,11 +106,7 @@ def test_the_program_declares_exactly_the_retained_objects_retain_on_delete(mock
 
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_helm_release_runs_the_post_renderer(mocks, name):
-    @pulumi.runtime.test
-    def program():
-        declare(str(ROOT / "inventories" / name), SETTINGS)
-
-    program()
+    run_program(name)
     releases = [r for r in mocks.registered if r.typ == "kubernetes:helm.sh/v3:Release"]
     assert releases and {r.inputs.get("postrender") for r in releases} == {POST_RENDERER}
     assert os.access(ROOT / POST_RENDERER, os.X_OK)
