@@ -200,9 +200,7 @@ def enabled_admissions() -> str:
     """The chart's admission webhooks plus /podgroups/mutate, which routes a tenant's PodGroups that name
     no queue (those Volcano's controller makes for plain pods with schedulerName volcano) to the queue
     its namespace's annotation names (infra/cluster/tenancy.py) instead of `default`."""
-    default = chart_values().volcano.keys["custom.enabled_admissions"].default
-    paths = [path for path in default.split(",") if path]
-    return ",".join([*paths, PODGROUP_MUTATION] if PODGROUP_MUTATION not in paths else paths)
+    return f"{chart_values().volcano.keys['custom.enabled_admissions'].default},{PODGROUP_MUTATION}"
 
 
 def volcano_release(env: Environment) -> HelmRelease:
