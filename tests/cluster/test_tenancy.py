@@ -642,9 +642,9 @@ def test_the_mutated_policy_admits_the_forbidden_pod():
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 
 
-def rdma_pod(networks, *limits_per_container):
-    """An inference pod on gpu_a100 (an RDMA pool) attaching NETWORKS, each container with the limits given."""
-    the_pod = pod({POOL_LABEL: "gpu_a100"})
+def rdma_pod(networks, *limits_per_container, pool="gpu_a100"):
+    """A pod on POOL (gpu_a100 is an RDMA pool) attaching NETWORKS, each container with the limits given."""
+    the_pod = pod({POOL_LABEL: pool})
     the_pod["metadata"]["annotations"] = {NETWORKS: networks}
     the_pod["spec"]["containers"] = [{"name": f"c{i}", "image": "registry.example/app:1",
                                       **({"resources": {"limits": limits}} if limits is not None else {})}
@@ -662,14 +662,12 @@ RDMA_CASES = [
     ("network-by-namespace-and-name", "inference", rdma_pod("inference/rdma-gpu-a100"), False),
     ("network-as-json", "inference", rdma_pod('[{"name": "rdma-gpu-a100", "interface": "net1"}]'), False),
     ("another-network", "inference", rdma_pod("macvlan-storage"), True),
-    ("tenant-without-rdma", "batch", rdma_pod("rdma-gpu-a100"), True),  # no RDMA network is the batch tenant's
+    ("tenant-without-rdma", "batch", rdma_pod("rdma-gpu-a100", pool="cpu_general"), True),  # no RDMA network is the batch tenant's
 ]
 
 
 @pytest.mark.parametrize("case_id, tenant, the_pod, admitted", RDMA_CASES, ids=[c[0] for c in RDMA_CASES])
 def test_rdma_pods(case_id, tenant, the_pod, admitted):
-    if tenant == "batch":
-        the_pod["spec"]["nodeSelector"] = {POOL_LABEL: "cpu_general"}
     verdict = admit(policy(), the_pod, example_namespaces()[tenant])
     assert verdict.admitted is admitted, verdict.messages
     if not admitted:
