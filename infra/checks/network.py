@@ -7,8 +7,9 @@ import itertools
 
 from infra.checks.base import Report, rule
 from infra.knowledge.platform import platform
-from infra.model.network import node_blocks, service_capacity, usable_addresses
+from infra.model.network import fabric_slots, missing_slots, node_blocks, service_capacity, usable_addresses
 from infra.model.resolve import Resolved
+from infra.spec import Pool
 
 NET_OVERLAP = rule(
     "NET-OVERLAP", "error",
@@ -54,6 +55,20 @@ NET_HOST_DUPLICATE = rule(
     "Two hosts with one address: Ansible configures one machine twice and the other never, and two nodes "
     "claim one InternalIP.",
     "Give every host its own ansible_host.",
+)
+
+NET_RDMA_SLICE = rule(
+    "NET-RDMA-SLICE", "error",
+    "RDMA host slices that cannot be cut from the fabric: a host_prefix wider than the fabric's CIDR, or "
+    "pools sharing a fabric with different slice sizes, whose slices would overlap.",
+    "Set rdma_network.host_prefix to at least the fabric's prefix, and to one value on every pool of a fabric.",
+)
+NET_RDMA_SLOT = rule(
+    "NET-RDMA-SLOT", "error",
+    "An RDMA host without a slot, with a slot outside its fabric, or sharing a slot with another host: "
+    "its pods get no address on the fabric, or the same addresses as another host's.",
+    "Give each RDMA host its own slot in its pool's rdma_slots, below the fabric's slot count; a slot, "
+    "once given, never changes.",
 )
 
 
@@ -117,6 +132,7 @@ def check(view: Resolved, report: Report) -> None:
         report.add(NET_SERVICE_CAPACITY, services_file, "kube_service_addresses",
                    f"{services} holds {capacity} Services; {cluster.planned_services} are planned")
     _host_addresses(view, report)
+    _rdma_slots(view, report)
 
 
 def _host_addresses(view: Resolved, report: Report) -> None:
@@ -137,3 +153,64 @@ def _host_addresses(view: Resolved, report: Report) -> None:
             report.add(NET_HOST_DUPLICATE, host.source("ansible_host"), field,
                        f"hosts {seen[address]} and {host.name} both have address {address}")
         seen.setdefault(address, host.name)
+
+
+def _rdma_slots(view: Resolved, report: Report) -> None:
+    """Every RDMA host holds its own slot of its fabric; missing slots get the lowest free ones suggested."""
+    fabrics: dict[ipaddress.IPv4Network, list[Pool]] = {}
+    for _, pool in sorted(view.env.pools.items()):
+        if pool.vars.rdma_network is not None:
+            fabrics.setdefault(pool.vars.rdma_network.cidr, []).append(pool)
+    for fabric, pools in sorted(fabrics.items()):
+        prefix = _slice_prefix(fabric, pools, report)
+        if prefix is None:
+            continue
+        count = fabric_slots(fabric, prefix)
+        holders: dict[int, str] = {}
+        for pool in pools:
+            for host, slot in sorted(pool.vars.rdma_slots.items(), key=lambda item: item[1]):
+                if slot >= count:
+                    report.at_pool(NET_RDMA_SLOT, pool, f"rdma_slots.{host}",
+                                   f"pool {pool.name}: slot {slot} of host {host} is outside RDMA fabric {fabric}, "
+                                   f"whose /{prefix} slices are slots 0-{count - 1}")
+                elif slot in holders:
+                    report.at_pool(NET_RDMA_SLOT, pool, f"rdma_slots.{host}",
+                                   f"pool {pool.name}: slot {slot} of RDMA fabric {fabric} is given to {holders[slot]} "
+                                   f"and to host {host}: both would hand out the same addresses",
+                                   "Keep the slot for the host that holds it now and give the other a free one.")
+                else:
+                    holders[slot] = f"host {host} (pool {pool.name})"
+        suggested = missing_slots(pools)
+        for pool in pools:
+            missing = sorted(host.name for host in pool.hosts if host.name not in pool.vars.rdma_slots)
+            if not missing:
+                continue
+            given = suggested[pool.name]
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            fix = ("Add to rdma_slots of pool " + pool.name + ", the lowest free slots: {"
+                   + ", ".join(f"{host}: {slot}" for host, slot in given.items()) + "}")
+            if len(given) < len(missing):
+                fix += (f"; fabric {fabric} has no slot left for {len(missing) - len(given)} more host(s): "
+                        "widen rdma_network.cidr (existing hosts keep their slots) or lengthen host_prefix")
+            report.at_pool(NET_RDMA_SLOT, pool, "rdma_slots",
+                           f"pool {pool.name}: hosts {shown} have no slot on RDMA fabric {fabric}", fix)
+
+
+def _slice_prefix(fabric: ipaddress.IPv4Network, pools: list[Pool], report: Report) -> int | None:
+    """The fabric's slice size, when every pool on it can cut the same slices; else report and None."""
+    prefixes: dict[int, str] = {}
+    for pool in pools:
+        assert pool.vars.rdma_network is not None
+        prefix = pool.vars.rdma_network.host_prefix
+        if prefix < fabric.prefixlen:
+            report.at_pool(NET_RDMA_SLICE, pool, "rdma_network.host_prefix",
+                           f"pool {pool.name}: /{prefix} host slices are wider than its RDMA fabric {fabric}")
+        prefixes.setdefault(prefix, pool.name)
+    if len(prefixes) > 1:
+        (prefix_a, pool_a), (prefix_b, pool_b) = sorted(prefixes.items())[:2]
+        report.at_pool(NET_RDMA_SLICE, next(p for p in pools if p.name == pool_b), "rdma_network.host_prefix",
+                       f"pools {pool_a} and {pool_b} share RDMA fabric {fabric} with /{prefix_a} and /{prefix_b} "
+                       "slices: their slices would overlap")
+        return None
+    (prefix,) = prefixes
+    return prefix if prefix >= fabric.prefixlen else None

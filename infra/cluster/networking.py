@@ -14,15 +14,18 @@
   come from host-local, which allocates per node without coordination, so each node gets its own
   slice of the fabric's CIDR and its own CNI config file (Multus resolves a NAD without spec from the
   node's /etc/cni/multus/net.d): no address is handed out twice, across nodes, namespaces or pools
-  sharing a fabric, and nothing unpinned (such as whereabouts) is needed.
+  sharing a fabric, and nothing unpinned (such as whereabouts) is needed. A host's slice is the slot
+  its pool's `rdma_slots` gives it, a /host_prefix of the fabric: written once, never recomputed, so
+  a host joining or leaving moves no other host's addresses and restarts no other node's Multus.
 - The RDMA shared device plugin advertises the HCA as rdma/<pool> on the pool's nodes, at most as many
-  pods per node as the node's address slice holds.
+  pods per node as the fabric's smallest slice holds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -34,6 +37,7 @@ from infra.cluster.placement import node_critical, on_pools
 from infra.knowledge.chart_values import ValueKey, chart_values
 from infra.knowledge.platform import platform
 from infra.knowledge.versions import versions
+from infra.model.network import slot_range, smallest_slice
 from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
 
@@ -60,7 +64,9 @@ MULTUS_RESOURCES: Obj = {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits
 MULTUS_NAME = "multus"
 MULTUS_DAEMONSET = "kube-multus-ds"
 MULTUS_DAEMON_CONFIG = "multus-daemon-config"
-RDMA_NETWORKS_CONFIG = "multus-rdma-networks"
+RDMA_CONFIG_PREFIX = "multus-rdma-"  # + the pool's k8s name: one ConfigMap per RDMA pool
+RANGE_START, RANGE_END = "@RANGE_START@", "@RANGE_END@"  # the template's placeholders for a host's slice
+CONFIG_MAP_MAX_BYTES = 1024 * 1024  # the API server's limit on one object
 RDMA_FILE_PREFIX = "k8s-node-pools-"  # the files this concern owns in the node's Multus conf dir
 CONFIG_HASH_ANNOTATION = "k8s-node-pools.io/config-sha256"  # rolls a DaemonSet when its config changes
 NODE_CRITICAL = "system-node-critical"
@@ -192,34 +198,28 @@ def rdma_pools(env: Environment) -> list[Pool]:
 
 
 def rdma_ranges(env: Environment) -> dict[str, NodeRange]:
-    """Each RDMA host's address range: its fabric's CIDR split into equal power-of-two slices, one per host.
+    """Each RDMA host's address range: the slice of its fabric its pool's rdma_slots gives it.
 
-    Pools whose rdma_network has the same CIDR share one fabric and one split, so no two hosts on a
-    fabric hand out the same address. Hosts take slices in name order; a host joining or leaving a
-    fabric can move the others' slices, so drain RDMA pods on that fabric when its hosts change.
+    A slot is given once and never recomputed, so a host joining or leaving a fabric moves no other
+    host's addresses (pods keep theirs, no address is handed out twice). The checks refuse a missing,
+    repeated or out-of-range slot first (NET-RDMA-SLOT); this raises ValueError for one they missed.
     """
-    fabrics: dict[ipaddress.IPv4Network, list[tuple[str, str]]] = {}
-    for pool in rdma_pools(env):
-        assert pool.vars.rdma_network is not None
-        for host in pool.hosts:
-            fabrics.setdefault(pool.vars.rdma_network.cidr, []).append((host.name, pool.name))
     ranges: dict[str, NodeRange] = {}
-    for fabric, members in sorted(fabrics.items()):
-        members.sort()
-        new_prefix = fabric.prefixlen + (len(members) - 1).bit_length()
-        if new_prefix > fabric.max_prefixlen:
-            raise ValueError(f"RDMA fabric {fabric} is too small for its {len(members)} hosts")
-        slices = list(fabric.subnets(new_prefix=new_prefix))
-        # Never the network or broadcast address, nor .1, which host-local claims as the gateway.
-        low, high = int(fabric.network_address) + 2, int(fabric.broadcast_address) - 1
-        for (host_name, pool_name), block in zip(members, slices, strict=False):
-            first = max(int(block.network_address), low)
-            last = min(int(block.broadcast_address), high)
-            if first > last:
-                raise ValueError(f"RDMA fabric {fabric} is too small for its {len(members)} hosts: "
-                                 f"host {host_name} gets no address")
-            ranges[host_name] = NodeRange(host_name, pool_name, fabric, ipaddress.IPv4Address(first),
+    for pool in rdma_pools(env):
+        rdma = pool.vars.rdma_network
+        assert rdma is not None
+        for host in pool.hosts:
+            slot = pool.vars.rdma_slots.get(host.name)
+            if slot is None:
+                raise ValueError(f"pool {pool.name}: host {host.name} has no rdma_slots entry")
+            first, last = slot_range(rdma.cidr, rdma.host_prefix, slot)
+            ranges[host.name] = NodeRange(host.name, pool.name, rdma.cidr, ipaddress.IPv4Address(first),
                                           ipaddress.IPv4Address(last))
+    ordered = sorted(ranges.values(), key=lambda r: (r.fabric, r.first))
+    for before, after in itertools.pairwise(ordered):
+        if before.fabric == after.fabric and after.first <= before.last:
+            raise ValueError(f"RDMA fabric {before.fabric}: hosts {before.host} and {after.host} share addresses "
+                             f"{after.first}-{min(before.last, after.last)}")
     return ranges
 
 
@@ -246,11 +246,17 @@ def rdma_resource(pool: Pool) -> str:
 
 def rdma_cni_config(pool: Pool, node: NodeRange) -> Obj:
     """The CNI config of a pool's RDMA network on one node: macvlan on the RoCE interface, the node's slice."""
+    if pool.vars.rdma_network is None:
+        raise ValueError(f"pool {pool.name} has no rdma_network")
+    if node.pool != pool.name or node.fabric != pool.vars.rdma_network.cidr:
+        raise ValueError(f"host {node.host}'s range belongs to pool {node.pool} on {node.fabric}, not {pool.name}")
+    return _rdma_cni(pool, str(node.first), str(node.last))
+
+
+def _rdma_cni(pool: Pool, first: str, last: str) -> Obj:
     rdma = pool.vars.rdma_network
     if rdma is None:
         raise ValueError(f"pool {pool.name} has no rdma_network")
-    if node.pool != pool.name or node.fabric != rdma.cidr:
-        raise ValueError(f"host {node.host}'s range belongs to pool {node.pool} on {node.fabric}, not {pool.name}")
     return {
         "cniVersion": chart_values().multus.daemon_config["cniVersion"],
         "name": nad_name(pool),
@@ -259,18 +265,33 @@ def rdma_cni_config(pool: Pool, node: NodeRange) -> Obj:
         "mode": RDMA_MACVLAN_MODE,
         "mtu": rdma.mtu,
         "ipam": {"type": RDMA_IPAM_TYPE, "ranges": [[{
-            "subnet": str(rdma.cidr), "rangeStart": str(node.first), "rangeEnd": str(node.last)}]]},
+            "subnet": str(rdma.cidr), "rangeStart": first, "rangeEnd": last}]]},
     }
 
 
-def rdma_config_files(env: Environment) -> dict[str, str]:
-    """ConfigMap data: one CNI config per RDMA host, keyed <host>_<network>.conf ('_' is in neither name)."""
+def rdma_config_name(pool: Pool) -> str:
+    """The ConfigMap holding a pool's RDMA network for Multus: its CNI template and every host's slice."""
+    return f"{RDMA_CONFIG_PREFIX}{pool.k8s_name}"
+
+
+def rdma_config_data(env: Environment, pool: Pool) -> dict[str, str]:
+    """A pool's RDMA ConfigMap data: <network>.conf, the CNI config with the range left as placeholders,
+    and <network>.hosts, one "host first last" line per host, which the init container substitutes.
+
+    One line per host (~40 bytes) instead of one config per host (~400): a pool of 25,000 hosts stays
+    under the API server's 1 MiB per object. Only the template and the slice size are hashed onto the
+    Multus pods, so a host joining the pool adds a line without restarting Multus on any other node; a
+    slot changed by hand reaches its node when that node's Multus pod restarts.
+    """
     ranges = rdma_ranges(env)
-    files: dict[str, str] = {}
-    for pool in rdma_pools(env):
-        for host in sorted(h.name for h in pool.hosts):
-            files[f"{host}_{nad_name(pool)}.conf"] = _json(rdma_cni_config(pool, ranges[host]))
-    return dict(sorted(files.items()))
+    network = nad_name(pool)
+    lines = "".join(f"{host} {ranges[host].first} {ranges[host].last}\n" for host in sorted(h.name for h in pool.hosts))
+    data = {f"{network}.conf": _json(_rdma_cni(pool, RANGE_START, RANGE_END)), f"{network}.hosts": lines}
+    size = sum(len(k) + len(v.encode()) for k, v in data.items())
+    if size > CONFIG_MAP_MAX_BYTES:
+        raise ValueError(f"pool {pool.name}: its RDMA ConfigMap would hold {size} bytes for {len(pool.hosts)} hosts, "
+                         f"over the API server's {CONFIG_MAP_MAX_BYTES}; split the pool")
+    return data
 
 
 def network_attachments(env: Environment) -> list[Obj]:
@@ -295,16 +316,28 @@ def network_attachments(env: Environment) -> list[Obj]:
 _MULTUS_LABELS = {"app.kubernetes.io/name": MULTUS_NAME}
 
 # The script of the init container that installs this node's RDMA network configs: it removes the files
-# this project wrote before (a host that left its fabric keeps none) and copies the node's own.
+# this project wrote before (a host that left its fabric keeps none), then fills each network's template
+# with this node's line of <network>.hosts, if it has one.
 _INSTALL_RDMA_CONFIGS = """set -eu
 dir=/host{conf_dir}
 mkdir -p "$dir"
 rm -f "$dir"/{prefix}*.conf
-for src in /rdma-networks/"$NODE_NAME"_*.conf; do
-  [ -e "$src" ] || continue
-  cp "$src" "$dir/{prefix}${{src##*_}}"
+for template in /rdma-networks/*.conf; do
+  [ -e "$template" ] || continue
+  network=${{template##*/}}
+  network=${{network%.conf}}
+  while read -r host first last; do
+    [ "$host" = "$NODE_NAME" ] || continue
+    sed -e "s/{start}/$first/" -e "s/{end}/$last/" "$template" > "$dir/.{prefix}$network.tmp"
+    mv "$dir/.{prefix}$network.tmp" "$dir/{prefix}$network.conf"
+  done < "/rdma-networks/$network.hosts"
 done
 """
+
+
+def install_rdma_configs_script() -> str:
+    return _INSTALL_RDMA_CONFIGS.format(conf_dir=chart_values().multus.conf_dir, prefix=RDMA_FILE_PREFIX,
+                                        start=RANGE_START, end=RANGE_END)
 
 
 def _host_path(name: str, path: str) -> Obj:
@@ -320,7 +353,12 @@ def multus_objects(env: Environment) -> list[Obj]:
     multus = chart_values().multus
     image = _image("multus", "multus")
     daemon_config = {"daemon-config.json": _json(multus.daemon_config)}
-    rdma_files = rdma_config_files(env)
+    rdma_configs = {rdma_config_name(pool): rdma_config_data(env, pool) for pool in rdma_pools(env)}
+    # What every node's configs are cut from: the templates and each fabric's slice size. Not the hosts'
+    # lines, so a host joining a pool restarts no other node's Multus.
+    cut_from = {key: text for data in rdma_configs.values() for key, text in data.items() if key.endswith(".conf")}
+    cut_from |= {f"{nad_name(pool)}.host_prefix": str(pool.vars.rdma_network.host_prefix)
+                 for pool in rdma_pools(env) if pool.vars.rdma_network}
     conf_dir = multus.conf_dir
     bin_dir = platform().node_runtime.cni_bin_dir  # where the hosts' containerd looks for CNI plugins
     pod_spec: Obj = {
@@ -337,7 +375,7 @@ def multus_objects(env: Environment) -> list[Obj]:
              "volumeMounts": [{"name": "cnibin", "mountPath": f"/host{bin_dir}",
                                "mountPropagation": "Bidirectional"}]},
             {"name": "install-rdma-networks", "image": image,
-             "command": ["/bin/sh", "-c", _INSTALL_RDMA_CONFIGS.format(conf_dir=conf_dir, prefix=RDMA_FILE_PREFIX)],
+             "command": ["/bin/sh", "-c", install_rdma_configs_script()],
              "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
              "resources": {"requests": {"cpu": "10m", "memory": "15Mi"}},
              "securityContext": {"privileged": True}, "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -376,7 +414,8 @@ def multus_objects(env: Environment) -> list[Obj]:
             _host_path("host-run-k8s-cni-cncf-io", "/run/k8s.cni.cncf.io"),
             _host_path("host-run-netns", "/run/netns/"),
             _host_path("multus-conf-dir", conf_dir),
-            {"name": "rdma-networks", "configMap": {"name": RDMA_NETWORKS_CONFIG}},
+            {"name": "rdma-networks", "projected": {"sources": [
+                {"configMap": {"name": name}} for name in sorted(rdma_configs)]}},
         ],
     }
     rules = [
@@ -391,12 +430,13 @@ def multus_objects(env: Environment) -> list[Obj]:
             roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": MULTUS_NAME},
             subjects=[{"kind": "ServiceAccount", "name": MULTUS_NAME, "namespace": SYSTEM_NAMESPACE}]),
         obj("v1", "ConfigMap", MULTUS_DAEMON_CONFIG, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, data=daemon_config),
-        obj("v1", "ConfigMap", RDMA_NETWORKS_CONFIG, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, data=rdma_files),
+        *(obj("v1", "ConfigMap", name, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, data=data)
+          for name, data in sorted(rdma_configs.items())),
         obj("apps/v1", "DaemonSet", MULTUS_DAEMONSET, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, spec={
             "selector": {"matchLabels": _MULTUS_LABELS},
             "updateStrategy": {"type": "RollingUpdate"},
             "template": {"metadata": {"labels": _MULTUS_LABELS,
-                                      "annotations": {CONFIG_HASH_ANNOTATION: config_hash(daemon_config, rdma_files)}},
+                                      "annotations": {CONFIG_HASH_ANNOTATION: config_hash(daemon_config, cut_from)}},
                          "spec": pod_spec},
         }),
     ]
@@ -405,19 +445,21 @@ def multus_objects(env: Environment) -> list[Obj]:
 # --------------------------------------------------------------------------- RDMA shared device plugin
 
 
-def rdma_hca_max(env: Environment, pool: Pool) -> int:
-    """Pods per node that may share the pool's HCA: the smallest address slice among its hosts, so a pod
-    granted the RDMA resource always gets an address."""
-    ranges = rdma_ranges(env)
-    return min(ranges[host.name].size for host in pool.hosts)
+def rdma_hca_max(pool: Pool) -> int:
+    """Pods per node that may share the pool's HCA: the fewest addresses any slot of its fabric holds, so a
+    pod granted the RDMA resource always gets an address, and the figure stays put as hosts come and go."""
+    rdma = pool.vars.rdma_network
+    if rdma is None:
+        raise ValueError(f"pool {pool.name} has no rdma_network")
+    return smallest_slice(rdma.cidr, rdma.host_prefix)
 
 
-def rdma_device_config(env: Environment, pool: Pool) -> Obj:
+def rdma_device_config(pool: Pool) -> Obj:
     """The plugin's config.json for a pool: one resource selecting the pool's RDMA interface."""
     rdma = pool.vars.rdma_network
     if rdma is None:
         raise ValueError(f"pool {pool.name} has no rdma_network")
-    return {"configList": [{"resourceName": rdma_resource_name(pool), "rdmaHcaMax": rdma_hca_max(env, pool),
+    return {"configList": [{"resourceName": rdma_resource_name(pool), "rdmaHcaMax": rdma_hca_max(pool),
                             "selectors": {"ifNames": [rdma.interface]}}]}
 
 
@@ -435,7 +477,7 @@ def rdma_device_plugin(env: Environment) -> list[Obj]:
     config_dir, config_file = facts.config_path.rsplit("/", 1)
     if config_file != facts.config_key:
         raise ValueError(f"the plugin reads {facts.config_path}, not the ConfigMap key {facts.config_key}")
-    data = {f"{pool.k8s_name}.json": _json(rdma_device_config(env, pool)) for pool in pools}
+    data = {f"{pool.k8s_name}.json": _json(rdma_device_config(pool)) for pool in pools}
     objects = [obj("v1", "ConfigMap", facts.config_map, SYSTEM_NAMESPACE, data=data)]
     for pool in pools:
         key = f"{pool.k8s_name}.json"

@@ -407,6 +407,10 @@ class RdmaNetwork(Strict):
     interface: InterfaceName
     cidr: Cidr
     mtu: int = Field(9000, ge=1280, le=9216)
+    host_prefix: int = Field(
+        26, ge=1, le=30,
+        description="each host's slice of cidr, a /host_prefix (26: 64 addresses): slot N of rdma_slots is the "
+                    "Nth such slice, so a host's addresses never move when others join or leave")
 
 
 class PoolVars(Strict):
@@ -438,6 +442,10 @@ class PoolVars(Strict):
     cuda_version: Version | None = None
     gpu_sharing: GpuSharing | None = None
     rdma_network: RdmaNetwork | None = None
+    rdma_slots: dict[str, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="host -> its slice of rdma_network.cidr, given once and never changed; a host that left "
+                    "keeps its slot reserved until its line is removed")
 
     @field_validator("node_labels")
     @classmethod
@@ -490,6 +498,7 @@ class PoolVars(Strict):
             "cuda_version": self.cuda_version,
             "gpu_sharing": self.gpu_sharing,
             "rdma_network": self.rdma_network,
+            "rdma_slots": self.rdma_slots or None,
         }
         if not gpu_kind:
             stray = [name for name, value in gpu_fields.items() if value is not None]

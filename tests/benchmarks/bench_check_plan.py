@@ -56,10 +56,12 @@ def generate(folder: Path, nodes: int) -> Path:
     cluster.update(kube_pods_subnet="10.64.0.0/10", kube_network_node_prefix=25, kube_service_addresses="10.128.0.0/16",
                    reserved_networks={"machine-room": "10.16.0.0/12"})
     (folder / "group_vars" / "all.yml").write_text(yaml.safe_dump(cluster))
+    slots = iter(range(1 << 20))
     for pool in SHARES:
         pool_vars = yaml.safe_load((EXAMPLE / "group_vars" / f"{pool}.yml").read_text())
         if "rdma_network" in pool_vars:  # one RDMA fabric wide enough to give every GPU host its slice
             pool_vars["rdma_network"]["cidr"] = "172.16.0.0/12"
+            pool_vars["rdma_slots"] = {host: next(slots) for host in sorted(children[pool]["hosts"])}
         (folder / "group_vars" / f"{pool}.yml").write_text(yaml.safe_dump(pool_vars))
     return folder
 

@@ -120,6 +120,17 @@ def priority_class(name):
     return mutate
 
 
+def rdma(gpu, t4=None, gpu_prefix=26, t4_prefix=26):
+    """Pools gpu (and t4) on the RDMA fabric 192.168.100.0/24 with the given slots and host_prefix."""
+    def mutate(data):
+        for name, slots, prefix in (("gpu", gpu, gpu_prefix), ("t4", t4, t4_prefix)):
+            if slots is not None:
+                pool(data, name)["rdma_network"] = {"interface": "ib0", "cidr": "192.168.100.0/24", "host_prefix": prefix}
+                pool(data, name)["rdma_slots"] = slots
+
+    return mutate
+
+
 CASES = [
     # code, failing change, passing change (the nearest change that is still fine, at the boundary)
     ("KUBE-VERSION", set_in("all.kube_version", "1.29.9"), set_in("all.kube_version", "1.30.0")),
@@ -144,6 +155,13 @@ CASES = [
                          set_in("t4.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/25"})),
      both(set_in("gpu.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/24"}),
           set_in("t4.rdma_network", {"interface": "ib0", "cidr": "192.168.100.0/24"}))),
+    # RDMA slots: gpu-1 (pool gpu) and t4-1 (pool t4) on one /24 fabric of /26 slices, slots 0-3
+    ("NET-RDMA-SLICE", rdma(gpu={"gpu-1": 0}, gpu_prefix=23), rdma(gpu={"gpu-1": 0}, gpu_prefix=24)),
+    ("NET-RDMA-SLICE", rdma(gpu={"gpu-1": 0}, t4={"t4-1": 1}, t4_prefix=27),
+     rdma(gpu={"gpu-1": 0}, t4={"t4-1": 1}, t4_prefix=26)),
+    ("NET-RDMA-SLOT", rdma(gpu={}), rdma(gpu={"gpu-1": 0})),
+    ("NET-RDMA-SLOT", rdma(gpu={"gpu-1": 4}), rdma(gpu={"gpu-1": 3})),
+    ("NET-RDMA-SLOT", rdma(gpu={"gpu-1": 1}, t4={"t4-1": 1}), rdma(gpu={"gpu-1": 1}, t4={"t4-1": 2})),
     # /21 with /24 per node: 8 blocks; the base has 5 nodes
     ("NET-POD-CIDR", add_cpu_hosts(4), add_cpu_hosts(3)),
     ("NET-POD-CIDR", set_in("all.kube_network_node_prefix", 20), set_in("all.kube_network_node_prefix", 25)),
@@ -495,3 +513,20 @@ def test_causes_print_before_consequences(inventory, findings):
     set_in("cpu.kubelet_reserved_system_cpus", "0,99")(inventory)  # an error about a pool
     codes = [f.code for f in findings(inventory)]
     assert codes == ["KUBE-VERSION", "KUBELET-RESERVED-CPUS", "TEN-NO-QUOTA"]
+
+
+def test_hosts_without_an_rdma_slot_are_offered_the_lowest_free_ones(inventory, findings):
+    rdma(gpu={"gpu-gone": 0}, t4={"t4-1": 2})(inventory)  # gpu-gone left the pool: its slot stays reserved
+    add_host("gpu", "gpu-2", zone="a")(inventory)
+    (finding,) = [f for f in findings(inventory) if f.code == "NET-RDMA-SLOT"]
+    assert (finding.file.rsplit("/", 2)[-2:], finding.field) == (["group_vars", "gpu.yml"], "rdma_slots")
+    assert "hosts gpu-1, gpu-2 have no slot on RDMA fabric 192.168.100.0/24" in finding.message
+    assert finding.fix == "Add to rdma_slots of pool gpu, the lowest free slots: {gpu-1: 1, gpu-2: 3}"
+
+
+def test_a_full_rdma_fabric_says_how_many_hosts_get_no_slot(inventory, findings):
+    rdma(gpu={}, t4={"t4-1": 0}, gpu_prefix=25, t4_prefix=25)(inventory)  # two slots
+    add_host("gpu", "gpu-2", zone="a")(inventory)
+    (finding,) = [f for f in findings(inventory) if f.code == "NET-RDMA-SLOT"]
+    assert finding.fix.startswith("Add to rdma_slots of pool gpu, the lowest free slots: {gpu-1: 1}; ")
+    assert "no slot left for 1 more host(s)" in finding.fix

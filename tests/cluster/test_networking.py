@@ -3,6 +3,7 @@
 import dataclasses
 import ipaddress
 import json
+import re
 import subprocess
 from collections import Counter
 
@@ -31,9 +32,16 @@ def view_of(write, data):
     return resolve(load_environment(write(data)))
 
 
-def with_rdma(data, cidr="192.168.50.0/24", pools=("gpu",), interface="ens8f0", mtu=9000):
+def with_rdma(data, cidr="192.168.50.0/24", pools=("gpu",), interface="ens8f0", mtu=9000, host_prefix=None):
+    """Give `pools` one RDMA fabric, each host the next slot in pool then host order."""
+    slot = 0
     for pool in pools:
-        data["group_vars"][pool]["rdma_network"] = {"interface": interface, "cidr": cidr, "mtu": mtu}
+        rdma = {"interface": interface, "cidr": cidr, "mtu": mtu}
+        data["group_vars"][pool]["rdma_network"] = rdma if host_prefix is None else {**rdma, "host_prefix": host_prefix}
+        data["group_vars"][pool]["rdma_slots"] = {}
+        for host in sorted(pools_of(data)[pool]["hosts"]):
+            data["group_vars"][pool]["rdma_slots"][host] = slot
+            slot += 1
     return data
 
 
@@ -58,9 +66,36 @@ def release(concern, name):
     return found
 
 
-def rdma_configs(concern):
-    data = the(concern, "ConfigMap", networking.RDMA_NETWORKS_CONFIG)["data"]
-    return {name: json.loads(text) for name, text in data.items()}
+def rdma_config_maps(concern):
+    return {c["metadata"]["name"]: c["data"] for c in by_kind(concern, "ConfigMap")
+            if c["metadata"]["name"].startswith(networking.RDMA_CONFIG_PREFIX)}
+
+
+def run_init_script(source, host_dir, node):
+    """The Multus DaemonSet's install-rdma-networks script, run by sh on `node`, with its two folders moved."""
+    script = networking.install_rdma_configs_script()
+    script = script.replace("/host/", f"{host_dir}/").replace("/rdma-networks/", f"{source}/")
+    subprocess.run(["sh", "-c", script], check=True, env={"NODE_NAME": node, "PATH": "/usr/bin:/bin"})
+    return host_dir / chart_values().multus.conf_dir.lstrip("/")
+
+
+def rdma_configs(concern, tmp_path):
+    """{<host>_<network>.conf: config} as the init script writes them on every host the ConfigMaps name."""
+    source = tmp_path / "rdma-networks"
+    source.mkdir(parents=True, exist_ok=True)
+    hosts = set()
+    for data in rdma_config_maps(concern).values():  # the DaemonSet's projected volume: every key in one folder
+        for name, text in data.items():
+            (source / name).write_text(text)
+            if name.endswith(".hosts"):
+                hosts.update(line.split()[0] for line in text.splitlines())
+    configs = {}
+    for host in sorted(hosts):
+        conf_dir = run_init_script(source, tmp_path / "nodes" / host, host)
+        for path in conf_dir.iterdir():
+            network = path.name.removeprefix(networking.RDMA_FILE_PREFIX)
+            configs[f"{host}_{network}"] = json.loads(path.read_text())
+    return configs
 
 
 def addresses(config):
@@ -247,24 +282,38 @@ def test_a_changed_rdma_network_rolls_the_multus_pods(inventory, write):
 
 
 def test_the_init_script_installs_this_nodes_rdma_configs_and_removes_stale_ones(tmp_path):
-    script = networking._INSTALL_RDMA_CONFIGS.format(conf_dir=chart_values().multus.conf_dir,
-                                                      prefix=networking.RDMA_FILE_PREFIX)
-    host_dir, source = tmp_path / "host", tmp_path / "rdma-networks"
-    script = script.replace("/host/", f"{host_dir}/").replace("/rdma-networks/", f"{source}/")
+    view = shipped("example")
+    concern = networking.build(view)
+    source = tmp_path / "rdma-networks"
+    source.mkdir()
+    for data in rdma_config_maps(concern).values():
+        for name, text in data.items():
+            (source / name).write_text(text)
+    with (source / "rdma-gpu-a100.hosts").open("a") as lines:
+        lines.write("gpu-a100-010 192.168.100.250 192.168.100.253\n")  # a node whose name starts like another's
+    host_dir = tmp_path / "host"
     conf_dir = host_dir / chart_values().multus.conf_dir.lstrip("/")
     conf_dir.mkdir(parents=True)
     (conf_dir / f"{networking.RDMA_FILE_PREFIX}rdma-old.conf").write_text("stale")
     (conf_dir / "someone-elses.conf").write_text("kept")
-    source.mkdir()
-    (source / "node-1_rdma-gpu.conf").write_text("mine")
-    (source / "node-10_rdma-gpu.conf").write_text("a node whose name starts like mine")
-    (source / "node-2_rdma-t4.conf").write_text("another node's")
-    subprocess.run(["sh", "-c", script], check=True, env={"NODE_NAME": "node-1", "PATH": "/usr/bin:/bin"})
-    assert sorted(p.name for p in conf_dir.iterdir()) == [f"{networking.RDMA_FILE_PREFIX}rdma-gpu.conf",
-                                                          "someone-elses.conf"]
-    assert (conf_dir / f"{networking.RDMA_FILE_PREFIX}rdma-gpu.conf").read_text() == "mine"
-    subprocess.run(["sh", "-c", script], check=True, env={"NODE_NAME": "node-3", "PATH": "/usr/bin:/bin"})
+
+    run_init_script(source, host_dir, "gpu-a100-01")
+    mine = f"{networking.RDMA_FILE_PREFIX}rdma-gpu-a100.conf"
+    assert sorted(p.name for p in conf_dir.iterdir()) == [mine, "someone-elses.conf"]
+    pool = view.env.pools["gpu_a100"]
+    expected = networking.rdma_cni_config(pool, networking.rdma_ranges(view.env)["gpu-a100-01"])
+    assert json.loads((conf_dir / mine).read_text()) == expected
+
+    run_init_script(source, host_dir, "cpu-01")  # a host on no fabric: nothing of ours is left
     assert sorted(p.name for p in conf_dir.iterdir()) == ["someone-elses.conf"]
+
+
+def test_the_init_script_fails_on_a_template_without_its_hosts_file(tmp_path):
+    source = tmp_path / "rdma-networks"
+    source.mkdir()
+    (source / "rdma-gpu.conf").write_text("{}")
+    with pytest.raises(subprocess.CalledProcessError):
+        run_init_script(source, tmp_path / "host", "gpu-1")
 
 
 # --------------------------------------------------------------------------- RDMA networks
@@ -291,7 +340,10 @@ def test_pools_without_rdma_get_no_attachment_and_no_plugin(inventory, write):
     concern = networking.build(view_of(write, inventory))
     assert not by_kind(concern, "NetworkAttachmentDefinition")
     assert [d["metadata"]["name"] for d in by_kind(concern, "DaemonSet")] == [networking.MULTUS_DAEMONSET]
-    assert the(concern, "ConfigMap", networking.RDMA_NETWORKS_CONFIG)["data"] == {}
+    assert rdma_config_maps(concern) == {}
+    volume = next(v for v in multus_daemonset(concern)["spec"]["template"]["spec"]["volumes"]
+                  if v["name"] == "rdma-networks")
+    assert volume == {"name": "rdma-networks", "projected": {"sources": []}}
     assert not [c for c in by_kind(concern, "ConfigMap") if c["metadata"]["name"] == "rdma-devices"]
 
 
@@ -306,9 +358,9 @@ def test_an_attachment_has_no_spec_and_names_the_pools_rdma_resource():
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_every_rdma_host_gets_a_cni_config_on_its_interface_within_the_fabric(name):
+def test_every_rdma_host_gets_a_cni_config_on_its_interface_within_the_fabric(name, tmp_path):
     view = shipped(name)
-    configs = rdma_configs(networking.build(view))
+    configs = rdma_configs(networking.build(view), tmp_path)
     expected = {f"{h.name}_{networking.nad_name(p)}.conf"
                 for p in view.env.pools.values() if p.vars.rdma_network for h in p.hosts}
     assert set(configs) == expected
@@ -335,36 +387,106 @@ def assert_no_address_twice(configs):
     assert per_fabric and max(per_fabric.values()) == 1
 
 
-def test_pools_sharing_a_fabric_never_hand_out_one_address_twice():
+def test_pools_sharing_a_fabric_never_hand_out_one_address_twice(tmp_path):
     view = shipped("example")
     a100, h100 = view.env.pools["gpu_a100"], view.env.pools["gpu_h100_bigmem"]
-    assert a100.vars.rdma_network.cidr == h100.vars.rdma_network.cidr  # one fabric, two pools, three hosts
-    assert_no_address_twice(rdma_configs(networking.build(view)))
+    assert a100.vars.rdma_network.cidr == h100.vars.rdma_network.cidr  # one fabric, two pools, four hosts
+    configs = rdma_configs(networking.build(view), tmp_path)
+    assert len(configs) == 4
+    assert_no_address_twice(configs)
 
 
-def test_many_hosts_on_a_shared_fabric_get_disjoint_slices(inventory, write):
+def test_many_hosts_on_a_shared_fabric_get_disjoint_slices(inventory, write, tmp_path):
     add_hosts(inventory, "gpu", 4)
     add_hosts(inventory, "t4", 2)
-    view = view_of(write, with_rdma(inventory, cidr="10.99.0.0/26", pools=("gpu", "t4")))
-    configs = rdma_configs(networking.build(view))
+    view = view_of(write, with_rdma(inventory, cidr="10.99.0.0/26", pools=("gpu", "t4"), host_prefix=29))
+    configs = rdma_configs(networking.build(view), tmp_path)
     assert len(configs) == 8
     assert_no_address_twice(configs)
-    assert min(len(addresses(c)) for c in configs.values()) >= 6
+    assert min(len(addresses(c)) for c in configs.values()) == 6  # slot 0: a /29 less network and gateway
 
 
-def test_host_local_without_slices_would_hand_out_one_address_on_every_node(inventory, write):
+def test_host_local_without_slices_would_hand_out_one_address_on_every_node(inventory, write, tmp_path):
     """The failing case the slices prevent: one range for every node, as a single NAD config would give."""
-    configs = rdma_configs(networking.build(view_of(write, with_rdma(inventory, pools=("gpu", "t4")))))
+    configs = rdma_configs(networking.build(view_of(write, with_rdma(inventory, pools=("gpu", "t4")))), tmp_path)
     whole_fabric = [[{"subnet": "192.168.50.0/24", "rangeStart": "192.168.50.2", "rangeEnd": "192.168.50.254"}]]
     unsliced = {name: {**config, "ipam": {**config["ipam"], "ranges": whole_fabric}} for name, config in configs.items()}
     with pytest.raises(AssertionError):
         assert_no_address_twice(unsliced)
 
 
-def test_a_fabric_too_small_for_its_hosts_is_refused(inventory, write):
-    view = view_of(write, with_rdma(inventory, cidr="192.168.50.0/30", pools=("gpu", "t4")))
-    with pytest.raises(ValueError, match="too small"):
-        networking.build(view)
+def test_a_slot_outside_the_fabric_or_overlapping_another_is_refused(inventory, write):
+    outside = with_rdma(inventory, cidr="192.168.50.0/25", pools=("gpu", "t4"))  # /26 slices: slots 0 and 1
+    outside["group_vars"]["t4"]["rdma_slots"]["t4-1"] = 2
+    with pytest.raises(ValueError, match=re.escape("slot 2 is outside RDMA fabric 192.168.50.0/25")):
+        networking.build(view_of(write, outside))
+    mixed = with_rdma(inventory, pools=("gpu", "t4"))  # gpu-1 slot 0 of /26, t4-1 slot 1 of /27: both .32-.63
+    mixed["group_vars"]["t4"]["rdma_network"]["host_prefix"] = 27
+    with pytest.raises(ValueError, match=re.escape("hosts gpu-1 and t4-1 share addresses 192.168.50.32-192.168.50.63")):
+        networking.build(view_of(write, mixed))
+
+
+def grown(data, pool, host, slot):
+    """`data` with `host` joining `pool` on slot `slot`, as a user adds it after `check` names the slot."""
+    pools_of(data)[pool]["hosts"][host] = {"zone": "a"}
+    data["group_vars"][pool]["rdma_slots"][host] = slot
+    return data
+
+
+def test_a_host_joining_or_leaving_a_fabric_moves_no_other_hosts_addresses(inventory, write, tmp_path):
+    add_hosts(inventory, "gpu", 2)  # gpu-1, gpu-extra-0, gpu-extra-1 and t4-1 on one fabric
+    base = with_rdma(inventory, pools=("gpu", "t4"), host_prefix=27)  # slots 0-3 taken of 0-7
+    before = networking.build(view_of(write, base))
+    # "gpu-0" sorts first: a split recomputed in name order would hand it slot 0 and move everyone.
+    after = networking.build(view_of(write, grown(base, "gpu", "gpu-0", 4)))
+    old, new = rdma_configs(before, tmp_path / "before"), rdma_configs(after, tmp_path / "after")
+    assert {name: new[name] for name in old} == old
+    assert set(new) - set(old) == {"gpu-0_rdma-gpu.conf"}
+    assert_no_address_twice(new)
+    # What changes is one line of the pool's ConfigMap: the Multus pods and the RDMA plugin stay as they are.
+    assert multus_daemonset(after) == multus_daemonset(before)
+    facts = chart_values().rdma_shared_device_plugin
+    assert the(after, "ConfigMap", facts.config_map) == the(before, "ConfigMap", facts.config_map)
+    hosts_before = rdma_config_maps(before)["multus-rdma-gpu"]["rdma-gpu.hosts"].splitlines()
+    hosts_after = rdma_config_maps(after)["multus-rdma-gpu"]["rdma-gpu.hosts"].splitlines()
+    joined = new["gpu-0_rdma-gpu.conf"]["ipam"]["ranges"][0][0]
+    assert set(hosts_after) - set(hosts_before) == {f"gpu-0 {joined['rangeStart']} {joined['rangeEnd']}"}
+    assert set(hosts_before) <= set(hosts_after)
+    assert rdma_config_maps(after)["multus-rdma-t4"] == rdma_config_maps(before)["multus-rdma-t4"]
+
+    del pools_of(base)["gpu"]["hosts"]["gpu-1"]  # out for repair: its slot 0 stays reserved in rdma_slots
+    left = rdma_configs(networking.build(view_of(write, base)), tmp_path / "left")
+    assert left == {name: config for name, config in new.items() if not name.startswith("gpu-1_")}
+
+
+def test_a_changed_slice_size_rolls_the_multus_pods(inventory, write):
+    before = networking.build(view_of(write, with_rdma(inventory)))
+    after = networking.build(view_of(write, with_rdma(inventory, host_prefix=27)))
+    annotation = networking.CONFIG_HASH_ANNOTATION
+    assert (multus_daemonset(before)["spec"]["template"]["metadata"]["annotations"][annotation]
+            != multus_daemonset(after)["spec"]["template"]["metadata"]["annotations"][annotation])
+
+
+def test_a_pool_of_five_thousand_rdma_hosts_fits_one_config_map_and_forty_thousand_are_refused():
+    view = shipped("example")
+    template = view.env.pools["gpu_a100"]
+
+    def pool_of(count):
+        hosts = tuple(dataclasses.replace(template.hosts[0], name=f"gpu-a100-{i:05d}") for i in range(count))
+        rdma = template.vars.rdma_network.model_copy(update={"cidr": ipaddress.ip_network("10.0.0.0/10")})
+        variables = template.vars.model_copy(update={
+            "rdma_network": rdma, "rdma_slots": {host.name: i for i, host in enumerate(hosts)}})
+        pool = dataclasses.replace(template, vars=variables, hosts=hosts)
+        return pool, dataclasses.replace(view.env, pools={"gpu_a100": pool})
+
+    pool, env = pool_of(5000)
+    data = networking.rdma_config_data(env, pool)
+    size = sum(len(key) + len(text.encode()) for key, text in data.items())
+    assert len(data["rdma-gpu-a100.hosts"].splitlines()) == 5000
+    assert size < networking.CONFIG_MAP_MAX_BYTES / 3  # one full CNI config per host would have passed 1 MiB
+    pool, env = pool_of(40000)
+    with pytest.raises(ValueError, match="over the API server's 1048576; split the pool"):
+        networking.rdma_config_data(env, pool)
 
 
 def test_a_range_is_only_used_with_its_own_pool():
@@ -403,12 +525,12 @@ def test_the_sandbox_has_no_rdma_plugin():
     assert not by_kind(concern, "NetworkAttachmentDefinition")
 
 
-def test_the_rdma_plugin_config_advertises_the_pools_interface_within_its_address_budget():
+def test_the_rdma_plugin_config_advertises_the_pools_interface_within_its_address_budget(tmp_path):
     view = shipped("example")
     concern = networking.build(view)
     facts = chart_values().rdma_shared_device_plugin
     config_map = the(concern, "ConfigMap", facts.config_map)
-    configs = rdma_configs(concern)
+    configs = rdma_configs(concern, tmp_path)
     for pool in (view.env.pools["gpu_a100"], view.env.pools["gpu_h100_bigmem"]):
         config = json.loads(config_map["data"][f"{pool.k8s_name}.json"])
         (entry,) = config["configList"]
@@ -416,7 +538,9 @@ def test_the_rdma_plugin_config_advertises_the_pools_interface_within_its_addres
         assert entry["selectors"] == {"ifNames": [pool.vars.rdma_network.interface]}
         assert facts.resource(entry["resourceName"]) == networking.rdma_resource(pool)
         slices = [len(addresses(configs[f"{h.name}_{networking.nad_name(pool)}.conf"])) for h in pool.hosts]
-        assert 0 < entry["rdmaHcaMax"] == min(slices)  # every pod granted the HCA gets an address
+        # Every pod granted the HCA gets an address, whichever slot the host holds: slot 0 of the /24's /27
+        # slices, which loses the network address and host-local's gateway, holds the fewest.
+        assert 0 < entry["rdmaHcaMax"] == 30 <= min(slices)
         daemonset = the(concern, "DaemonSet", f"rdma-shared-dp-{pool.k8s_name}")
         spec = daemonset["spec"]["template"]["spec"]
         volume = next(v for v in spec["volumes"] if v["name"] == "config")

@@ -13,6 +13,7 @@ from infra.knowledge.gpus import MEDIA_EXTENSIONS, gpu_models
 from infra.knowledge.units import GIB
 from infra.model.capacity import host_capacity
 from infra.model.mig import placement
+from infra.model.network import missing_slots
 from infra.spec import Environment, Host, Pool
 from infra.spec.models import HostVars, Machine
 
@@ -92,7 +93,13 @@ def layout_name(pool: Pool, layout: Layout) -> str:
 
 
 def reshaped_env(env: Environment, changes: dict[str, tuple[str, Layout | None, int]]) -> Environment:
+    """The environment with `changes` made; the hosts it adds to RDMA pools get the lowest free slots."""
     pools = {name: reshaped(pool, *changes[name]) if name in changes else pool for name, pool in env.pools.items()}
+    for name, given in missing_slots(pools.values()).items():
+        if given:
+            pool = pools[name]
+            slots = {**pool.vars.rdma_slots, **given}
+            pools[name] = replace(pool, vars=pool.vars.model_copy(update={"rdma_slots": slots}))
     return replace(env, pools=pools)
 
 
