@@ -252,8 +252,12 @@ def profile(name: str, configs: list[Obj], extension_point: str) -> Obj:
 def default_evictor() -> Obj:
     """Evict only pods that fit another selected node (nodeFit), keep the default protections
     (local storage, DaemonSet, system-critical and failed bare pods) and add pods with PVCs: a pod
-    bound to a local volume can only come back to the node it left."""
-    return plugin_config("DefaultEvictor", {"nodeFit": True, "podProtections": {"extraEnabled": ["PodsWithPVC"]}})
+    bound to a local volume can only come back to the node it left. Never a Volcano job's pod: a gang
+    member evicted alone leaves its gang below minAvailable, so Volcano restarts the whole job (or it
+    hangs waiting for the member), which costs far more than the imbalance the eviction cured."""
+    gangs = {"matchExpressions": [{"key": chart_values().volcano.job_pod_label, "operator": "DoesNotExist"}]}
+    return plugin_config("DefaultEvictor", {"nodeFit": True, "labelSelector": gangs,
+                                            "podProtections": {"extraEnabled": ["PodsWithPVC"]}})
 
 
 def node_selector(kinds: Iterable[str]) -> str:

@@ -119,6 +119,7 @@ class VolcanoQueue(Fact):
 class VolcanoValues(_ComponentValues):
     scheduler_name: str
     scheduler_conf_key: str
+    job_pod_label: str
     required_plugins: tuple[str, ...]
     default_scheduler_conf: str
     queue: VolcanoQueue

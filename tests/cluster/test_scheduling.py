@@ -399,7 +399,29 @@ def test_the_eviction_policy_enforces_the_pools_taints_and_required_affinity(nam
     assert set(configs["RemovePodsViolatingNodeTaints"]["includedTaints"]) == owned
     # a cordon is not a pool taint: cordoning a node must not empty it
     assert "node.kubernetes.io/unschedulable" not in configs["RemovePodsViolatingNodeTaints"]["includedTaints"]
-    assert configs["DefaultEvictor"] == {"nodeFit": True, "podProtections": {"extraEnabled": ["PodsWithPVC"]}}
+    evictor = configs["DefaultEvictor"]
+    assert (evictor["nodeFit"], evictor["podProtections"]) == (True, {"extraEnabled": ["PodsWithPVC"]})
+
+
+def label_selector_selects(selector, labels):
+    """A metav1.LabelSelector's verdict on labels (matchLabels and the four operators)."""
+    ops = {"In": lambda e: labels.get(e["key"]) in e["values"],
+           "NotIn": lambda e: labels.get(e["key"]) not in e["values"],
+           "Exists": lambda e: e["key"] in labels, "DoesNotExist": lambda e: e["key"] not in labels}
+    return (all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+            and all(ops[e["operator"]](e) for e in selector.get("matchExpressions", [])))
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_descheduler_never_evicts_a_volcano_jobs_pod(name):
+    """Labels as Volcano's job controller writes them on a gang member: evicting one breaks its gang."""
+    gang_member = {"volcano.sh/job-name": "train", "volcano.sh/job-namespace": "training",
+                   "volcano.sh/queue-name": "training", "volcano.sh/task-spec": "worker"}
+    for policy in policies(shipped(name)).values():
+        configs = {c["name"]: c.get("args", {}) for c in policy["profiles"][0]["pluginConfig"]}
+        selector = configs["DefaultEvictor"]["labelSelector"]
+        assert not label_selector_selects(selector, gang_member)
+        assert label_selector_selects(selector, {"app": "api"}) and label_selector_selects(selector, {})  # every other pod stays evictable
 
 
 def test_without_tainted_non_gpu_pools_no_taint_plugin_is_configured(inventory, view_of):
