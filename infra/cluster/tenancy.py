@@ -47,6 +47,7 @@ from infra.cluster.objects import LABEL_PREFIX, SYSTEM_NAMESPACE, Concern, Obj, 
 from infra.knowledge.chart_values import chart_values
 from infra.knowledge.platform import platform
 from infra.knowledge.units import parse_quantity
+from infra.model.capacity import SHARED_GPU
 from infra.model.resolve import Resolved
 from infra.spec.models import LimitRangeSpec, PriorityClass, Tenant
 
@@ -201,7 +202,9 @@ def _lit(text: str) -> str:
 
 _ANNOTATIONS = "namespaceObject.metadata.annotations"
 _NETWORKS = chart_values().multus.pod_networks_annotation
-_REQUIRED = "object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+_SPEC = "variables.pod.spec"  # the pod's spec, or its workload's pod template's
+_POD_ANNOTATIONS = "variables.podAnnotations"
+_REQUIRED = f"{_SPEC}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def _annotation(name: str, otherwise: str) -> str:
@@ -218,6 +221,12 @@ _PRIORITY_CLASS = ("priorityClass", _annotation(PRIORITY_CLASS_ANNOTATION, "''")
 
 # (name, expression), in order: a variable may read the ones before it.
 POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
+    # the pod, or the pod template of a workload (a CronJob's is one level further down)
+    ("pod", "object.kind == 'Pod' ? object : object.kind == 'CronJob' ? object.spec.jobTemplate.spec.template "
+            ": object.spec.template"),
+    # its annotations; {} if it has none (a template may even lack metadata)
+    ("podAnnotations", "has(variables.pod.metadata) && has(variables.pod.metadata.annotations) ? "
+                       "variables.pod.metadata.annotations : {}"),
     # the pools the tenant may use, from its namespace's annotation; [] if it is missing or empty
     ("allowed", f"has({_ANNOTATIONS}) && {_lit(POOLS_ANNOTATION)} in {_ANNOTATIONS} ? "
                 f"{_ANNOTATIONS}[{_lit(POOLS_ANNOTATION)}].split(',').filter(p, p != '') : []"),
@@ -226,20 +235,27 @@ POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
     # the RDMA networks the pod attaches (Multus' annotation: names or JSON, read as text) whose device
     # resource none of its containers asks for, as `<network>=<resource>`
     ("rdmaWithoutDevice", f"has({_ANNOTATIONS}) && {_lit(RDMA_NETWORKS_ANNOTATION)} in {_ANNOTATIONS} && "
-                          f"has(object.metadata.annotations) && {_lit(_NETWORKS)} in object.metadata.annotations ? "
+                          f"{_lit(_NETWORKS)} in {_POD_ANNOTATIONS} ? "
                           f"{_ANNOTATIONS}[{_lit(RDMA_NETWORKS_ANNOTATION)}].split(',').filter(n, n != '' && "
-                          f"object.metadata.annotations[{_lit(_NETWORKS)}].contains(n.split('=')[0]) && "
-                          "!object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && "
+                          f"{_POD_ANNOTATIONS}[{_lit(_NETWORKS)}].contains(n.split('=')[0]) && "
+                          f"!{_SPEC}.containers.exists(c, has(c.resources) && has(c.resources.limits) && "
                           "n.split('=')[1] in c.resources.limits)) : []"),
+    # the containers (init containers too) asking for more than one replica of a time-sliced or MPS card,
+    # as `<container> asks for <quantity>`; the API server hands admission canonical quantities, so one is '1'
+    ("sharedOverOne", f"({_SPEC}.containers + (has({_SPEC}.initContainers) ? {_SPEC}.initContainers : []))"
+                      ".filter(c, has(c.resources) && [has(c.resources.limits) ? c.resources.limits : {}, "
+                      "has(c.resources.requests) ? c.resources.requests : {}].exists(r, "
+                      f"{_lit(SHARED_GPU)} in r && !(r[{_lit(SHARED_GPU)}] in ['0', '1'])))"
+                      ".map(c, c.name + ' asks for ' + (has(c.resources.limits) && "
+                      f"{_lit(SHARED_GPU)} in c.resources.limits ? c.resources.limits[{_lit(SHARED_GPU)}] : "
+                      f"c.resources.requests[{_lit(SHARED_GPU)}]))"),
     # the Volcano queue the pod's annotation names; '' if none
-    ("podQueue", "has(object.metadata.annotations) && "
-                 f"{_lit(QUEUE_ANNOTATION)} in object.metadata.annotations ? "
-                 f"object.metadata.annotations[{_lit(QUEUE_ANNOTATION)}] : ''"),
+    ("podQueue", f"{_lit(QUEUE_ANNOTATION)} in {_POD_ANNOTATIONS} ? {_POD_ANNOTATIONS}[{_lit(QUEUE_ANNOTATION)}] : ''"),
     # the pool the pod's nodeSelector names; '' if none
-    ("selected", f"has(object.spec.nodeSelector) && {_lit(POOL_LABEL)} in object.spec.nodeSelector ? "
-                 f"object.spec.nodeSelector[{_lit(POOL_LABEL)}] : ''"),
+    ("selected", f"has({_SPEC}.nodeSelector) && {_lit(POOL_LABEL)} in {_SPEC}.nodeSelector ? "
+                 f"{_SPEC}.nodeSelector[{_lit(POOL_LABEL)}] : ''"),
     # the required node affinity's terms (ORed); [] if none
-    ("terms", f"has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) && has({_REQUIRED}) && "
+    ("terms", f"has({_SPEC}.affinity) && has({_SPEC}.affinity.nodeAffinity) && has({_REQUIRED}) && "
               f"has({_REQUIRED}.nodeSelectorTerms) ? {_REQUIRED}.nodeSelectorTerms : []"),
     # per term, its requirements `pool In [...]`: a term with none lets the pod onto any node
     ("poolRequirements", "variables.terms.map(t, has(t.matchExpressions) ? "
@@ -272,17 +288,22 @@ POLICY_VALIDATIONS: tuple[tuple[str, str, str], ...] = (
      f"'tenant ' + {_TENANT} + ' may not use pool ' + variables.forbidden + '; its pods may use ' + "
      f"{_ALLOWED_TEXT} + ' (spec.nodeSelector or required node affinity on {POOL_LABEL})'",
      "the pod names a node pool its tenant may not use"),
-    ("!has(object.spec.priorityClassName) || object.spec.priorityClassName == variables.priorityClass",
+    (f"!has({_SPEC}.priorityClassName) || {_SPEC}.priorityClassName == variables.priorityClass",
      f"variables.priorityClass == '' ? 'tenant ' + {_TENANT} + ' has no priority class: leave "
-     "spec.priorityClassName unset (not ' + object.spec.priorityClassName + ')' : 'tenant ' + "
+     f"spec.priorityClassName unset (not ' + {_SPEC}.priorityClassName + ')' : 'tenant ' + "
      f"{_TENANT} + ' may only use priority class ' + variables.priorityClass + ' (or none), not ' + "
-     "object.spec.priorityClassName",
+     f"{_SPEC}.priorityClassName",
      "the pod names a priority class other than its tenant's"),
     ("variables.rdmaWithoutDevice.size() == 0",
      "'a pod attaching an RDMA network must ask for its device in resources.limits of a container (' + "
      "variables.rdmaWithoutDevice.map(n, n.split('=')[0] + ': ' + n.split('=')[1] + ': 1').join(', ') + '): "
      "without it the pod gets the interface but no HCA, and its traffic falls back to TCP'",
      "a pod attaching an RDMA network must ask for its device"),
+    ("variables.sharedOverOne.size() == 0",
+     f"'a shared GPU ({SHARED_GPU}) is one replica of a time-sliced or MPS card: more than one per container "
+     "buys no more of the card, and the device plugin refuses it at the node; ' + "
+     "variables.sharedOverOne.join(', ') + ': ask for 1, or for a whole or MIG GPU'",
+     "a container asks for more than one shared GPU"),
     ("variables.podQueue == '' || variables.podQueue == variables.queue",
      f"(variables.queue == '' ? 'tenant ' + {_TENANT} + ' has no Volcano queue' : 'tenant ' + {_TENANT} + "
      "' may only use Volcano queue ' + variables.queue) + ': the pod names ' + variables.podQueue + "
@@ -336,12 +357,21 @@ def _policy(name: str, rules: list[Obj], variables: tuple[tuple[str, str], ...],
     })
 
 
+# The built-in workloads whose pod template the pod policy checks: (API group, resource), all at v1.
+WORKLOADS = (("apps", "deployments"), ("apps", "statefulsets"), ("apps", "daemonsets"), ("apps", "replicasets"),
+             ("batch", "jobs"), ("batch", "cronjobs"))
+
+
 def placement_policy() -> Obj:
     """The ValidatingAdmissionPolicy: at CREATE, a tenant pod must pin itself to pools, name only pools
     its tenant may use, and use its tenant's priority class or none (else a `batch` pod could name
     `inference-high` and preempt inference). Reads the namespace's annotations, so one policy serves
-    every tenant; a pod's Volcano queue annotation, if any, must name its tenant's queue."""
+    every tenant; a pod's Volcano queue annotation, if any, must name its tenant's queue. The pod
+    templates of the built-in workloads are held to the same rules at CREATE and UPDATE, so a
+    Deployment that could never start a pod is refused at once instead of failing pod by pod."""
     rules: list[Obj] = [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+    rules += [{"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [resource]}
+              for group, resource in WORKLOADS]
     return _policy(POLICY_NAME, rules, POLICY_VARIABLES, POLICY_VALIDATIONS)
 
 

@@ -303,11 +303,14 @@ def test_build_is_sorted_and_deterministic(inventory_name):
 # ---------------------------------------------------------------- the admission policy: its shape
 
 
-def test_the_policy_checks_pod_creation_and_fails_closed():
+def test_the_policy_checks_pod_creation_and_workload_templates_and_fails_closed():
     spec = tenancy.placement_policy()["spec"]
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"]["resourceRules"] == [
-        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
+        *({"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": [resource]}
+          for group, resource in (("apps", "deployments"), ("apps", "statefulsets"), ("apps", "daemonsets"),
+                                  ("apps", "replicasets"), ("batch", "jobs"), ("batch", "cronjobs")))]
     assert all(v["reason"] == "Forbidden" and v["message"] for v in spec["validations"])
 
 
@@ -586,8 +589,8 @@ MUTANTS = [
      "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms : [{'matchExpressions': "
      "[{'key': 'node-restriction.kubernetes.io/k8s-node-pools.pool', 'operator': 'In', 'values': ['cpu_general']}]}]", "preferred-only"),
     ("split(',').filter(p, p != '')", "split(',')", None),  # seen by the empty-annotation namespace below
-    ("object.spec.priorityClassName == variables.priorityClass", "true", "higher-priority-class"),
-    ("has(object.spec.affinity) && ", "", "no-placement"),  # a missing guard: evaluation error
+    ("variables.pod.spec.priorityClassName == variables.priorityClass", "true", "higher-priority-class"),
+    ("has(variables.pod.spec.affinity) && ", "", "no-placement"),  # a missing guard: evaluation error
     ("variables.podQueue == '' || ", "", "selector-allowed"),  # a pod without the annotation is refused
     ("variables.podQueue == variables.queue", "true", "other-queue-annotation"),
 ]
@@ -685,14 +688,108 @@ def test_a_namespace_names_the_rdma_networks_of_its_tenants_pools_only():
 
 
 @pytest.mark.parametrize("old, new, case_id", [
-    (" && !object.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && "
+    (" && !variables.pod.spec.containers.exists(c, has(c.resources) && has(c.resources.limits) && "
      "n.split('=')[1] in c.resources.limits)", "", "network-and-device"),
     ("contains(n.split('=')[0])", "contains('none')", "network-without-device"),
-    ("object.spec.containers.exists(c, ", "object.spec.containers.all(c, ", "device-in-the-second-container"),
+    ("variables.pod.spec.containers.exists(c, ", "variables.pod.spec.containers.all(c, ",
+     "device-in-the-second-container"),
 ])
 def test_a_broken_rdma_rule_changes_a_verdict(old, new, case_id):
     [(_, tenant, the_pod, admitted)] = [c for c in RDMA_CASES if c[0] == case_id]
     assert admit(_mutated(old, new), the_pod, example_namespaces()[tenant]).admitted is not admitted
+
+
+# ---------------------------------------------------------------- workloads: their pod templates
+
+
+def workload(kind, the_pod, template_metadata=True):
+    """A workload of KIND whose pod template is THE_POD (its metadata left out if asked: a template may lack it)."""
+    template = {"spec": the_pod["spec"]}
+    if template_metadata:
+        template["metadata"] = {k: v for k, v in the_pod["metadata"].items() if k != "name"}
+    group = {"CronJob": "batch/v1", "Job": "batch/v1"}.get(kind, "apps/v1")
+    spec = {"jobTemplate": {"spec": {"template": template}}} if kind == "CronJob" else {"template": template}
+    return {"apiVersion": group, "kind": kind, "metadata": {"name": "w"}, "spec": spec}
+
+
+KINDS = ("Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "CronJob")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("case_id, the_pod, admitted, forbidden", CASES, ids=[c[0] for c in CASES])
+def test_a_workloads_pod_template_gets_its_pods_verdict(kind, case_id, the_pod, admitted, forbidden):
+    verdict = admit(policy(), workload(kind, the_pod), example_namespaces()["batch"])
+    assert verdict == admit(policy(), the_pod, example_namespaces()["batch"])
+    assert verdict.admitted is admitted
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_template_without_metadata_is_read_as_without_annotations(kind):
+    allowed = pod({POOL_LABEL: "gpu_t4_offline"})
+    assert admit(policy(), workload(kind, allowed, template_metadata=False), example_namespaces()["batch"]).admitted
+    elsewhere = pod({POOL_LABEL: "gpu_a100"})
+    assert not admit(policy(), workload(kind, elsewhere, template_metadata=False),
+                     example_namespaces()["batch"]).admitted
+
+
+def test_a_policy_reading_the_workload_instead_of_its_template_admits_what_it_must_not():
+    mutant = _mutated("object.kind == 'Pod' ? object : ", "true ? object : ")
+    forbidden = workload("Deployment", pod({POOL_LABEL: "gpu_a100"}))
+    with pytest.raises(CelError):  # a Deployment has no spec.containers: the check cannot even run
+        admit(mutant, forbidden, example_namespaces()["batch"])
+    assert not admit(policy(), forbidden, example_namespaces()["batch"]).admitted
+
+
+# ---------------------------------------------------------------- shared GPUs: one replica per container
+
+
+def shared_gpu_pod(*containers, init=None):
+    """A batch pod on the time-sliced T4 pool; each container given as its (limits, requests), None for absent."""
+    the_pod = pod({POOL_LABEL: "gpu_t4_offline"})
+
+    def container(name, limits, requests=None):
+        resources = {k: v for k, v in (("limits", limits), ("requests", requests)) if v is not None}
+        return {"name": name, "image": "registry.example/app:1", **({"resources": resources} if resources else {})}
+
+    the_pod["spec"]["containers"] = [container(f"c{i}", *c) for i, c in enumerate(containers)]
+    if init is not None:
+        the_pod["spec"]["initContainers"] = [container("init", *init)]
+    return the_pod
+
+
+ONE, TWO = {SHARED_GPU: "1"}, {SHARED_GPU: "2"}
+# (id, pod, admitted)
+SHARED_CASES = [
+    ("one-replica", shared_gpu_pod((ONE,)), True),
+    ("one-in-each-of-two-containers", shared_gpu_pod((ONE,), (ONE,)), True),
+    ("no-gpu", shared_gpu_pod((None,)), True),
+    ("whole-gpus-are-not-shared", shared_gpu_pod(({WHOLE_GPU: "2"},)), True),
+    ("two-replicas", shared_gpu_pod((TWO,)), False),
+    ("two-in-requests-only", shared_gpu_pod((None, TWO)), False),
+    ("two-in-the-second-container", shared_gpu_pod((ONE,), (TWO,)), False),
+    ("two-in-an-init-container", shared_gpu_pod((ONE,), init=(TWO,)), False),
+]
+
+
+@pytest.mark.parametrize("case_id, the_pod, admitted", SHARED_CASES, ids=[c[0] for c in SHARED_CASES])
+def test_shared_gpu_pods(case_id, the_pod, admitted):
+    verdict = admit(policy(), the_pod, example_namespaces()["batch"])
+    assert verdict.admitted is admitted, verdict.messages
+    if not admitted:
+        (message,) = verdict.messages
+        assert message.startswith(f"a shared GPU ({SHARED_GPU}) is one replica of a time-sliced or MPS card")
+        assert re.search(r"; (c\d|init) asks for 2: ask for 1, or for a whole or MIG GPU$", message), message
+
+
+@pytest.mark.parametrize("old, new, case_id", [
+    ("!(r['nvidia.com/gpu.shared'] in ['0', '1'])", "false", "two-replicas"),
+    ("has(c.resources.requests) ? c.resources.requests : {}", "{}", "two-in-requests-only"),
+    ("(has(variables.pod.spec.initContainers) ? variables.pod.spec.initContainers : [])", "[]",
+     "two-in-an-init-container"),
+])
+def test_a_broken_shared_gpu_rule_changes_a_verdict(old, new, case_id):
+    [(_, the_pod, admitted)] = [c for c in SHARED_CASES if c[0] == case_id]
+    assert admit(_mutated(old, new), the_pod, example_namespaces()["batch"]).admitted is not admitted
 
 
 # ---------------------------------------------------------------- the queue policy: Volcano tied to tenants

@@ -1,6 +1,8 @@
-"""Issue 15, item 5, asked of the real API server (kube-apiserver 1.34): the queue policy keeps a tenant's
-PodGroups and Volcano jobs in the tenant's own Volcano queue, and the pod policy holds a pod's queue
-annotation to the same rule.
+"""The tenants' admission policies asked of the real API server (kube-apiserver 1.34). Issue 15, item 5: the
+queue policy keeps a tenant's PodGroups and Volcano jobs in the tenant's own Volcano queue, and the pod policy
+holds a pod's queue annotation to the same rule. Issue 15, minors: the pod policy refuses more than one shared
+(time-sliced or MPS) GPU per container, as the API server hands it quantities, and holds the pod templates of
+Deployments and CronJobs to the pods' rules.
 
 The tenants are the example's, their namespaces rendered by the cluster layer under a prefix (so nothing
 here meets the namespaces `tests/live/test_pulumi_path.py` keeps). Volcano itself cannot run here (no
@@ -23,6 +25,7 @@ from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import Obj
 from infra.live.controlplane import LocalCluster
 from infra.live.kubeapi import ApiError, Kube, wait_for
+from infra.model.capacity import SHARED_GPU
 from infra.spec import load_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,11 +67,14 @@ def volcano(kind: str, namespace: str, queue: str | None = None, priority: str |
     return {"apiVersion": group, "kind": kind, "metadata": {"name": "probe", "namespace": namespace}, "spec": spec}
 
 
-def pod(namespace: str, queue: str) -> Obj:
+def pod(namespace: str, queue: str | None = None, pool: str = "cpu_general", limits: Obj | None = None) -> Obj:
+    container: Obj = {"name": "main", "image": "registry.k8s.io/pause:3.10"}
+    if limits is not None:
+        container["resources"] = {"limits": limits}
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "probe", "namespace": namespace, "annotations": {tenancy.QUEUE_ANNOTATION: queue}},
-            "spec": {"nodeSelector": {POOL_LABEL: "cpu_general"},
-                     "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]}}
+            "metadata": {"name": "probe", "namespace": namespace,
+                         "annotations": {} if queue is None else {tenancy.QUEUE_ANNOTATION: queue}},
+            "spec": {"nodeSelector": {POOL_LABEL: pool}, "containers": [container]}}
 
 
 def refusal(kube: Kube, o: Obj) -> str | None:
@@ -163,3 +169,33 @@ def test_without_the_binding_another_tenants_queue_is_admitted(kube: Kube):
     finally:
         kube.create(kube.path(binding, name=False), binding)
     wait_for("the refusal back", lambda: True if refused_by_policy(kube) else None, timeout=30)
+
+
+@pytest.mark.parametrize("quantity, refused", [("1", False), ("1000m", False), ("2", True), ("2000m", True)])
+def test_the_api_server_refuses_more_than_one_shared_gpu_per_container(kube: Kube, quantity: str, refused: bool):
+    message = refusal(kube, pod(BATCH, pool="gpu_t4_offline", limits={SHARED_GPU: quantity}))
+    if not refused:
+        assert message is None
+    else:
+        assert message is not None and tenancy.POLICY_NAME in message
+        assert f"a shared GPU ({SHARED_GPU}) is one replica of a time-sliced or MPS card" in message
+        assert "main asks for 2: ask for 1, or for a whole or MIG GPU" in message  # as the API server writes it
+
+
+def workload(kind: str, pool: str) -> Obj:
+    """A Deployment or CronJob of the batch tenant whose pods go to POOL."""
+    template = {"metadata": {"labels": {"app": "probe"}},
+                "spec": {**pod(BATCH, pool=pool)["spec"], "restartPolicy": "Always" if kind == "Deployment" else "Never"}}
+    if kind == "Deployment":
+        return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "probe", "namespace": BATCH},
+                "spec": {"selector": {"matchLabels": {"app": "probe"}}, "template": template}}
+    return {"apiVersion": "batch/v1", "kind": kind, "metadata": {"name": "probe", "namespace": BATCH},
+            "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": template}}}}
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "CronJob"])
+def test_the_api_server_holds_a_workloads_pod_template_to_its_tenant(kube: Kube, kind: str):
+    assert refusal(kube, workload(kind, "gpu_t4_offline")) is None
+    message = refusal(kube, workload(kind, "gpu_a100"))
+    assert message is not None and tenancy.POLICY_NAME in message
+    assert f"tenant {BATCH} may not use pool gpu_a100" in message
