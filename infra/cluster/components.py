@@ -6,29 +6,27 @@ token the provider knows, `kubernetes:<group>/<version>:<Kind>`), its Helm relea
 `helm.v3.Release`s, and parents everything to itself. The objects are the ones `render` writes, so the
 two cannot disagree. What users' data lives in (tenants' namespaces, CRDs, storage classes) is kept
 on destroy and on removal, by Pulumi for the project's objects and by Helm, through a post-renderer, for
-the CRDs a chart brings (infra/cluster/retention.py). Nodes are patched, not created: labels merge key
-by key, and the atomic taint list is the pool's taints plus every live taint whose key the pool does not
-own (infra/cluster/nodes.py).
+the CRDs a chart brings (infra/cluster/retention.py). Nodes are neither created nor read at preview:
+one resource per pool keeps the pool's labels and taints on its nodes (infra/cluster/node_owner.py).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.cluster.concerns import AFTER, build_concerns
-from infra.cluster.nodes import merged_taints
+from infra.cluster.node_owner import PoolNodes
+from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import Concern, HelmRelease, Obj
 from infra.cluster.retention import POST_RENDERER, retained
 from infra.cluster.validation.validate import crd_definitions
 from infra.model.resolve import resolve
 from infra.spec import Environment
 
-PATCH_FORCE = "pulumi.com/patchForce"
 TYPE_PREFIX = "k8s-node-pools:cluster"
 COMPONENT_TYPES = {
     "nodes": "NodePools", "tenancy": "Tenancy", "gpu": "GpuSharing", "scheduling": "Scheduling",
@@ -60,9 +58,8 @@ def resource_name(o: Obj) -> str:
 class KubernetesObject(pulumi.CustomResource):
     """Any Kubernetes object, given as the plain dict `kubectl apply` would take."""
 
-    def __init__(self, o: Obj, opts: pulumi.ResourceOptions, patch: bool = False) -> None:
-        token = type_token(o["apiVersion"], o["kind"]) + ("Patch" if patch else "")
-        super().__init__(token, resource_name(o), dict(o), opts)
+    def __init__(self, o: Obj, opts: pulumi.ResourceOptions) -> None:
+        super().__init__(type_token(o["apiVersion"], o["kind"]), resource_name(o), dict(o), opts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,12 +70,16 @@ class ConcernArgs:
     provider       the stack's explicit Kubernetes provider; never the ambient default
     helm_releases  False leaves the Helm releases out (no chart repository reachable, e.g. a test cluster)
     depends_on     resources that must exist first (e.g. CustomResourceDefinitions)
+    kubeconfig     the cluster's kubeconfig and context, for what the provider does not declare (node_owner.py)
+    context
     """
 
     concern: Concern
     provider: pulumi.ProviderResource
     helm_releases: bool = True
     depends_on: tuple[pulumi.Resource, ...] = ()
+    kubeconfig: str = ""
+    context: str = ""
 
 
 class ConcernComponent(pulumi.ComponentResource):
@@ -90,12 +91,16 @@ class ConcernComponent(pulumi.ComponentResource):
     def __init__(self, name: str, args: ConcernArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:{COMPONENT_TYPES[args.concern.name]}", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
-        builtin = [o for o in args.concern.objects if not is_custom(o)]
+        nodes = [o for o in args.concern.objects if o["kind"] == "Node"]
+        builtin = [o for o in args.concern.objects if not is_custom(o) and o["kind"] != "Node"]
         custom = [o for o in args.concern.objects if is_custom(o)]
         self.objects = {}
+        for pool, members in _by_pool(nodes).items():
+            self.objects[f"NodePool/{pool}"] = PoolNodes(
+                pool, {o["metadata"]["name"]: o["metadata"]["labels"] for o in members}, members[0]["spec"]["taints"],
+                args.kubeconfig, args.context, pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))
         for o in builtin:
-            self.objects[f"{o['kind']}/{resource_name(o)}"] = (
-                _node_patch(o, child) if o["kind"] == "Node" else KubernetesObject(o, _kept(o, child)))
+            self.objects[f"{o['kind']}/{resource_name(o)}"] = KubernetesObject(o, _kept(o, child))
         self.releases = {}
         if args.helm_releases:
             after = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(self.objects.values())))
@@ -114,22 +119,15 @@ def _kept(o: Obj, opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True)) if retained(o) else opts
 
 
-def _node_patch(o: Obj, opts: pulumi.ResourceOptions) -> pulumi.Resource:
-    """Patch a Node's labels and taints, keeping the live taints of other owners."""
-    name = o["metadata"]["name"]
-    live = k8s.core.v1.Node.get(f"{name}-live", name, opts=pulumi.ResourceOptions(
-        parent=opts.parent, provider=opts.provider))
-    taints = live.spec.apply(lambda spec: merged_taints(o["spec"]["taints"], _taints_of(spec)))
-    metadata = {**o["metadata"], "annotations": {PATCH_FORCE: "true"}}
-    return KubernetesObject({**o, "metadata": metadata, "spec": {"taints": taints}}, opts, patch=True)
-
-
-def _taints_of(spec: Any) -> list[Obj] | None:
-    """The live taints as plain dicts, whatever shape the provider's output has."""
-    taints = spec.get("taints") if isinstance(spec, dict) else getattr(spec, "taints", None)
-    if not taints:
-        return None
-    return [t if isinstance(t, dict) else {"key": t.key, "value": t.value, "effect": t.effect} for t in taints]
+def _by_pool(nodes: list[Obj]) -> dict[str, list[Obj]]:
+    """The Node documents of `nodes` by the pool their pool label names; one taint list per pool."""
+    pools: dict[str, list[Obj]] = {}
+    for o in nodes:
+        pools.setdefault(o["metadata"]["labels"][POOL_LABEL], []).append(o)
+    for pool, members in pools.items():
+        if any(o["spec"]["taints"] != members[0]["spec"]["taints"] for o in members):
+            raise ValueError(f"the nodes of pool {pool} were built with different taints")
+    return dict(sorted(pools.items()))
 
 
 def _release(release: HelmRelease, opts: pulumi.ResourceOptions) -> pulumi.Resource:
@@ -165,6 +163,7 @@ def declare_cluster(env: Environment, settings: ClusterSettings) -> dict[str, Co
     for concern in build_concerns(resolve(env), settings.helm_releases):
         components[concern.name] = ConcernComponent(concern.name, ConcernArgs(
             concern=concern, provider=provider, helm_releases=settings.helm_releases,
+            kubeconfig=os.path.abspath(os.path.expanduser(settings.kubeconfig)), context=settings.context,
             depends_on=tuple(components[name] for name in AFTER.get(concern.name, ()) if name in components)))
     pulumi.export("cluster", {name: {"objects": len(c.objects), "releases": sorted(c.releases)}
                               for name, c in components.items()})

@@ -414,8 +414,11 @@ def multus_objects(env: Environment) -> list[Obj]:
             _host_path("host-run-k8s-cni-cncf-io", "/run/k8s.cni.cncf.io"),
             _host_path("host-run-netns", "/run/netns/"),
             _host_path("multus-conf-dir", conf_dir),
-            {"name": "rdma-networks", "projected": {"sources": [
-                {"configMap": {"name": name}} for name in sorted(rdma_configs)]}},
+            # Every RDMA pool's ConfigMap in one folder; an empty one where there is none (the API server
+            # drops an empty list of sources, and the stored object would differ from the rendered one).
+            {"name": "rdma-networks", **({"projected": {"sources": [{"configMap": {"name": name}}
+                                                                    for name in sorted(rdma_configs)]}}
+                                         if rdma_configs else {"emptyDir": {}})},
         ],
     }
     rules = [

@@ -4,17 +4,15 @@ Ownership, so a GPU node is never schedulable untainted:
 - At join, the kubelet registers the node with its pool's taints (registerWithTaints) and the labels
   a kubelet may set on itself (`kubelet_registration`, data for the host layer). From its first
   second in the cluster, a GPU node repels pods without the pool's tolerations.
-- On every `pulumi up`, the cluster layer re-asserts all of the pool's labels (including those under
-  kubernetes.io / k8s.io that the NodeRestriction admission plugin forbids a kubelet to set on itself,
-  such as the pool label isolation relies on) and its taints. Labels merge key by key. The taint list
-  is atomic in server-side apply, so the program reads the node's live taints and keeps every taint
-  whose key the pool does not own (`merged_taints`): a cordon, a NotReady taint or an operator's taint
-  survives the apply.
+- On every `pulumi up`, one resource per pool (infra/cluster/node_owner.py) re-asserts all of the
+  pool's labels (including those the NodeRestriction admission plugin forbids a kubelet to set on
+  itself, such as the pool label isolation relies on) under the pool's own field manager, and adds a
+  pool taint a node lacks without losing anyone else's: a cordon, a NotReady taint or an operator's
+  taint survives. `node` below is the document of one Node that the resource keeps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from infra.cluster.objects import LABEL_PREFIX, Concern, Obj
@@ -75,15 +73,6 @@ def pool_taints(pool: Pool) -> list[Obj]:
             taint["value"] = value
         taints.append(taint)
     return taints
-
-
-def merged_taints(pool: Iterable[Obj], live: Iterable[Obj] | None) -> list[Obj]:
-    """The pool's taints plus every live taint whose key the pool does not own (taints are an atomic list)."""
-    owned = list(pool)
-    keys = {taint["key"] for taint in owned}
-    kept = [{k: v for k, v in taint.items() if k in ("key", "value", "effect")}
-            for taint in (live or []) if taint.get("key") not in keys]
-    return owned + kept
 
 
 def kubelet_settable(key: str) -> bool:

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from decimal import InvalidOperation
 from typing import Any
 
+from infra.cluster.node_owner import DYNAMIC_RESOURCE
+from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import MANAGED_BY, Obj
 from infra.cluster.retention import retained
 from infra.knowledge.units import parse_quantity
@@ -131,6 +133,14 @@ def described(o: Obj) -> str:
 
 
 def pulumi_resource_count(resources: list[dict[str, Any]]) -> int:
-    """Kubernetes objects the stack manages (the provider, components and the Nodes' live reads left out)."""
-    return sum(1 for r in resources if r["type"].startswith("kubernetes:") and not r["type"].startswith(
-        "pulumi:providers:") and not r.get("external"))
+    """Resources the stack manages on the cluster: Kubernetes objects and one node owner per pool (the
+    providers and components left out)."""
+    return sum(1 for r in resources if (r["type"].startswith("kubernetes:") or r["type"] == DYNAMIC_RESOURCE)
+               and not r.get("external"))
+
+
+def managed_count(declared: list[Obj]) -> int:
+    """What pulumi_resource_count finds once `declared` is applied: every object but the Nodes, and one
+    resource per pool for those."""
+    nodes = [o for o in declared if o["kind"] == "Node"]
+    return len(declared) - len(nodes) + len({o["metadata"]["labels"][POOL_LABEL] for o in nodes})

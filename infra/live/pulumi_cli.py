@@ -101,7 +101,9 @@ class Stack:
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PULUMI_", "KUBECONFIG")) and k not in ("VIRTUAL_ENV",)}
         env.update({
-            "PATH": os.pathsep.join([str(tools["pulumi"].parent), env.get("PATH", "")]),
+            # The built CLI, then the dynamic-provider plugin the official CLI ships beside itself.
+            "PATH": os.pathsep.join([str(tools["pulumi"].parent), str(self.root / "tools" / "pulumi-plugins"),
+                                     env.get("PATH", "")]),
             "HOME": str(self.home),
             "PULUMI_HOME": str(self.work / "pulumi-home"),
             "PULUMI_BACKEND_URL": f"file://{self.work / 'backend'}",

@@ -11,21 +11,22 @@ import pytest
 
 
 class Mocks(pulumi.runtime.Mocks):
-    """Records every resource registered (type, name, inputs) and answers reads of live objects.
+    """Records every resource registered (type, name, inputs) and every read of a live object.
 
-    `live` maps "<type token>/<id>" to the state a read (`Node.get`) returns: what the cluster holds.
+    `reads` holds "<type token>/<id>" of each read (a `<Resource>.get`): the program should make none.
     `retained` holds (type token, name) of each resource registered with retain_on_delete, as the SDK
     sends it to the engine (the mocks' own arguments leave resource options out)."""
 
     def __init__(self):
         super().__init__()
         self.registered: list[pulumi.runtime.MockResourceArgs] = []
-        self.live: dict[str, dict] = {}
+        self.reads: list[str] = []
         self.retained: set[tuple[str, str]] = set()
 
     def new_resource(self, args):
         if args.resource_id:  # a read of an existing object
-            return [args.resource_id, self.live.get(f"{args.typ}/{args.resource_id}", {})]
+            self.reads.append(f"{args.typ}/{args.resource_id}")
+            return [args.resource_id, {}]
         self.registered.append(args)
         return [f"{args.name}-id", args.inputs]
 
@@ -51,13 +52,13 @@ def _clean_slate():
     pulumi.runtime.set_all_config({}, [])
     pulumi.runtime.get_root_resource().outputs.clear()
     MOCKS.registered.clear()
-    MOCKS.live.clear()
+    MOCKS.reads.clear()
     MOCKS.retained.clear()
 
 
 @pytest.fixture
 def mocks():
-    """The process's mocks: what the program registered, and the live objects reads return."""
+    """The process's mocks: what the program registered and read."""
     return MOCKS
 
 

@@ -3,6 +3,7 @@
 from inventory_builder import ROOT
 
 from infra.cluster import nodes
+from infra.cluster.node_owner import LEFT_POOL_TAINT, taints_after
 from infra.model.resolve import resolve
 from infra.spec import load_environment
 
@@ -50,13 +51,17 @@ def test_gpu_nodes_carry_model_count_and_their_device_plugin_config(inventory, w
     assert nodes.GPU_MODEL_LABEL not in labels["cpu-1"] and nodes.DEVICE_PLUGIN_CONFIG_LABEL not in labels["cpu-1"]
 
 
-def test_the_taint_merge_keeps_other_owners_and_reasserts_the_pools():
+def test_the_taints_after_keep_other_owners_and_reassert_the_pools():
     pool = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
-    live = [{"key": "nvidia.com/gpu", "value": "old", "effect": "NoSchedule", "timeAdded": None},
-            {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2026-12-01T00:00:00Z"}]
-    assert nodes.merged_taints(pool, live) == [pool[0], {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
-    assert nodes.merged_taints(pool, None) == pool
-    assert nodes.merged_taints([], live)[0]["key"] == "nvidia.com/gpu"  # a pool without taints owns none
+    cordon = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule", "timeAdded": "2026-12-01T00:00:00Z"}
+    stale = {"key": "nvidia.com/gpu", "value": "old", "effect": "NoSchedule"}
+    assert taints_after([stale, cordon], pool) == [pool[0], cordon]  # its value re-asserted in place
+    assert taints_after([cordon], pool) == [cordon, pool[0]]
+    assert taints_after([pool[0], cordon], pool) is None  # nothing to write
+    assert taints_after([], []) is None and taints_after([cordon], []) is None  # a pool without taints owns none
+    left = {"key": LEFT_POOL_TAINT, "value": "gpu", "effect": "NoSchedule"}
+    assert taints_after([left, cordon], pool, [LEFT_POOL_TAINT]) == [cordon, pool[0]]
+    assert taints_after([cordon], [left]) == [cordon, left]
 
 
 def test_every_shipped_node_is_labelled_with_its_pool():

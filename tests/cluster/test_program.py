@@ -9,10 +9,11 @@ from typing import Any
 
 import pulumi
 import pytest
-from inventory_builder import ROOT, SHIPPED
+from inventory_builder import ROOT, SHIPPED, pools_of
 
 from infra.cluster import nodes as node_labels
 from infra.cluster.components import ClusterSettings, resource_name, type_token
+from infra.cluster.node_owner import DYNAMIC_RESOURCE
 from infra.model.capacity import pool_capacity
 from infra.model.resolve import resolve
 from infra.render import render
@@ -95,14 +96,24 @@ def tolerated_pools(env: Environment, inputs: dict) -> set[str]:
 # ------------------------------------------------------------------ invariants
 
 
+def node_owners(registered) -> list:
+    """The program's node owners, one per pool (infra/cluster/node_owner.py)."""
+    return [r for r in registered if r.typ == DYNAMIC_RESOURCE]
+
+
+def owned_nodes(registered) -> Iterator[tuple[str, dict, list]]:
+    """(name, labels, taints) of every node the program's node owners keep."""
+    for owner in node_owners(registered):
+        for name, labels in owner.inputs["nodes"].items():
+            yield name, labels, owner.inputs["taints"]
+
+
 def untainted_gpu_nodes(registered) -> list[str]:
     bad = []
-    for patch in of_type(registered, "NodePatch"):
-        labels = patch.inputs["metadata"]["labels"]
-        if labels.get(node_labels.POOL_KIND_LABEL) in ("gpu", "gpu_bigmem"):
-            effects = {t["effect"] for t in patch.inputs["spec"]["taints"]}
-            if not effects & {"NoSchedule", "NoExecute"}:
-                bad.append(patch.inputs["metadata"]["name"])
+    for name, labels, taints in owned_nodes(registered):
+        gpu = labels.get(node_labels.POOL_KIND_LABEL) in ("gpu", "gpu_bigmem")
+        if gpu and not {t["effect"] for t in taints} & {"NoSchedule", "NoExecute"}:
+            bad.append(name)
     return bad
 
 
@@ -186,8 +197,7 @@ def nodes_with_a_wrong_device_plugin_config(env: Environment, registered) -> lis
     import yaml
 
     bad = []
-    for patch in of_type(registered, "NodePatch"):
-        labels = patch.inputs["metadata"]["labels"]
+    for name, labels, _ in owned_nodes(registered):
         pool = env.pools[labels[node_labels.POOL_LABEL]]
         if not pool.vars.is_gpu:
             continue
@@ -195,14 +205,14 @@ def nodes_with_a_wrong_device_plugin_config(env: Environment, registered) -> lis
         sharing = pool.vars.sharing
         want_strategy = "mixed" if sharing.mode == "mig" else "none"
         if not config or config["flags"]["migStrategy"] != want_strategy:
-            bad.append(f"{patch.name}: strategy")
+            bad.append(f"{name}: strategy")
             continue
         shared = (config.get("sharing") or {})
         kind = {"time-slicing": "timeSlicing", "mps": "mps"}.get(sharing.mode)
         if kind and shared.get(kind, {}).get("resources", [{}])[0].get("replicas") != sharing.replicas:
-            bad.append(f"{patch.name}: replicas")
+            bad.append(f"{name}: replicas")
         if not kind and shared:
-            bad.append(f"{patch.name}: shares a card of a {sharing.mode} pool")
+            bad.append(f"{name}: shares a card of a {sharing.mode} pool")
     return bad
 
 
@@ -228,7 +238,8 @@ def test_render_and_the_program_declare_the_same_set(mocks):
     program = {(r.typ, r.name) for r in registered
                if not r.typ.startswith(("k8s-node-pools:", "pulumi:providers:"))}
     rendered = render(env)
-    files = {(type_token(o["apiVersion"], o["kind"]) + ("Patch" if o["kind"] == "Node" else ""), resource_name(o))
+    files = {(DYNAMIC_RESOURCE, o["metadata"]["labels"][node_labels.POOL_LABEL]) if o["kind"] == "Node"
+             else (type_token(o["apiVersion"], o["kind"]), resource_name(o))
              for c in rendered.concerns for o in c.objects}
     files |= {(RELEASE, r.name) for c in rendered.concerns for r in c.releases}
     assert program == files
@@ -244,21 +255,30 @@ def test_every_resource_goes_through_the_stacks_own_provider(mocks):
 
 def test_helm_releases_can_be_left_out(mocks):
     registered = declared(mocks, shipped("example").path, ClusterSettings(kubeconfig="x", helm_releases=False))
-    assert of_type(registered, "Release") == [] and of_type(registered, "NodePatch")
+    assert of_type(registered, "Release") == [] and node_owners(registered)
 
 
-def test_a_node_patch_keeps_live_taints_of_other_owners(mocks):
-    mocks.live["kubernetes:core/v1:Node/gpu-a100-01"] = {"spec": {"taints": [
-        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},  # a cordon: not the pool's
-        {"key": "nvidia.com/gpu", "value": "stale", "effect": "NoSchedule"},  # the pool's key: re-asserted
-    ]}}
-    registered = declared(mocks, shipped("example").path)
-    [patch] = [p for p in of_type(registered, "NodePatch") if p.inputs["metadata"]["name"] == "gpu-a100-01"]
-    assert patch.inputs["spec"]["taints"] == [
-        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
-        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
-    ]
-    assert patch.inputs["metadata"]["annotations"] == {"pulumi.com/patchForce": "true"}
+def test_one_node_owner_per_pool_keeps_the_rendered_labels_and_taints_and_reads_nothing(mocks):
+    env = shipped("example")
+    registered = declared(mocks, env.path)
+    owners = {r.inputs["pool"]: r.inputs for r in node_owners(registered)}
+    assert sorted(owners) == sorted(env.pools)
+    (nodes,) = [c for c in render(env).concerns if c.name == "nodes"]
+    for o in nodes.objects:
+        pool = owners[o["metadata"]["labels"][node_labels.POOL_LABEL]]
+        assert pool["nodes"][o["metadata"]["name"]] == o["metadata"]["labels"]
+        assert pool["taints"] == o["spec"]["taints"]
+    assert {(r["kubeconfig"], r["context"]) for r in owners.values()} == {(SETTINGS.kubeconfig, "")}
+    assert mocks.reads == []  # no live read: a preview's cost does not grow with the nodes
+
+
+def test_the_resource_count_does_not_grow_with_the_nodes(mocks, inventory, write):
+    few = len(declared(mocks, write(inventory)))
+    mocks.registered.clear()
+    for i in range(200):
+        pools_of(inventory)["cpu"]["hosts"][f"cpu-extra-{i}"] = {"zone": "a"}
+    inventory["group_vars"]["all"]["kube_pods_subnet"] = "10.32.0.0/12"  # a Pod CIDR block for each
+    assert len(declared(mocks, write(inventory))) == few
 
 
 def test_a_spec_with_errors_declares_nothing(mocks, inventory, write):

@@ -21,6 +21,7 @@ from infra.live import probes
 from infra.live.compare import (
     described,
     destroy_differences,
+    managed_count,
     not_as_rendered,
     project_objects_left,
     pulumi_resource_count,
@@ -55,7 +56,7 @@ def test_preview_then_up_apply_the_stack(deployment):
     assert "to create" in deployment.preview.stdout
     assert deployment.up is not None and deployment.up.returncode == 0, _output(deployment.up)
     declared = deployment.stack.declared()
-    assert pulumi_resource_count(deployment.stack.resources()) == len(declared)
+    assert pulumi_resource_count(deployment.stack.resources()) == managed_count(declared)
 
 
 def test_every_declared_object_exists_as_rendered(deployment, kube: Kube):
