@@ -10,9 +10,12 @@ leave them out (LIFECYCLE).
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
 from infra.cluster import node_owner
 from infra.cluster.node_owner import LEFT_POOL_TAINT, NodeApi, NodeOwner, field_manager, reconcile
@@ -135,3 +138,22 @@ def test_the_provider_diffs_on_inputs_and_deletes_nothing(kube: Kube, cluster: L
     provider.delete("id", created.outs)
     got = node(kube, "owner-1")
     assert got["metadata"]["labels"][POOL_LABEL] == POOL and taints(got) == [GPU_TAINT]
+
+
+def test_a_kubeconfig_with_inline_credentials_and_a_named_context_works(cluster: LocalCluster, tmp_path):
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    (c,), (u,) = admin["clusters"], admin["users"]
+    inline = {"apiVersion": "v1", "kind": "Config", "current-context": "elsewhere",
+              "clusters": [{"name": "local", "cluster": {"server": c["cluster"]["server"], "certificate-authority-data":
+                            base64.b64encode(Path(c["cluster"]["certificate-authority"]).read_bytes()).decode()}}],
+              "users": [{"name": "admin", "user": {
+                  f"{field}-data": base64.b64encode(Path(u["user"][field]).read_bytes()).decode()
+                  for field in ("client-certificate", "client-key")}},
+                  {"name": "plugin", "user": {"exec": {"command": "get-token"}}}],
+              "contexts": [{"name": "admin@local", "context": {"cluster": "local", "user": "admin"}},
+                           {"name": "elsewhere", "context": {"cluster": "local", "user": "plugin"}}]}
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(inline))
+    assert isinstance(NodeApi(str(path), "admin@local").nodes(), dict)
+    with pytest.raises(ValueError, match="authenticates through a plugin"):
+        NodeApi(str(path))  # the current context's user runs an exec plugin
