@@ -7,7 +7,14 @@ import itertools
 
 from infra.checks.base import Report, rule
 from infra.knowledge.platform import platform
-from infra.model.network import fabric_slots, missing_slots, node_blocks, service_capacity, usable_addresses
+from infra.model.network import (
+    fabric_slots,
+    missing_slots,
+    node_blocks,
+    rdma_fabrics,
+    service_capacity,
+    usable_addresses,
+)
 from infra.model.resolve import Resolved
 from infra.spec import Pool
 
@@ -157,11 +164,7 @@ def _host_addresses(view: Resolved, report: Report) -> None:
 
 def _rdma_slots(view: Resolved, report: Report) -> None:
     """Every RDMA host holds its own slot of its fabric; missing slots get the lowest free ones suggested."""
-    fabrics: dict[ipaddress.IPv4Network, list[Pool]] = {}
-    for _, pool in sorted(view.env.pools.items()):
-        if pool.vars.rdma_network is not None:
-            fabrics.setdefault(pool.vars.rdma_network.cidr, []).append(pool)
-    for fabric, pools in sorted(fabrics.items()):
+    for fabric, pools in rdma_fabrics(view.env.pools.values()).items():
         prefix = _slice_prefix(fabric, pools, report)
         if prefix is None:
             continue

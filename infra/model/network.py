@@ -56,16 +56,21 @@ def smallest_slice(fabric: ipaddress.IPv4Network, host_prefix: int) -> int:
                for first, last in [slot_range(fabric, host_prefix, slot)])
 
 
-def missing_slots(pools: Iterable[Pool]) -> dict[str, dict[str, int]]:
-    """pool -> {host: slot} for the RDMA hosts that have no slot: the lowest slots no pool on their fabric
-    gives (a departed host's reserved slot included), in pool then host order, as far as the fabric has
-    free slots. What `check` suggests and what `propose` gives the hosts it adds."""
+def rdma_fabrics(pools: Iterable[Pool]) -> dict[ipaddress.IPv4Network, list[Pool]]:
+    """The RDMA pools by fabric (their rdma_network's CIDR), fabrics and pools in order."""
     fabrics: dict[ipaddress.IPv4Network, list[Pool]] = {}
     for pool in sorted(pools, key=lambda p: p.name):
         if pool.vars.rdma_network is not None:
             fabrics.setdefault(pool.vars.rdma_network.cidr, []).append(pool)
+    return dict(sorted(fabrics.items()))
+
+
+def missing_slots(pools: Iterable[Pool]) -> dict[str, dict[str, int]]:
+    """pool -> {host: slot} for the RDMA hosts that have no slot: the lowest slots no pool on their fabric
+    gives (a departed host's reserved slot included), in pool then host order, as far as the fabric has
+    free slots. What `check` suggests and what `propose` gives the hosts it adds."""
     given: dict[str, dict[str, int]] = {}
-    for fabric, members in fabrics.items():
+    for fabric, members in rdma_fabrics(pools).items():
         assert members[0].vars.rdma_network is not None
         taken = {slot for pool in members for slot in pool.vars.rdma_slots.values()}
         free = (slot for slot in range(fabric_slots(fabric, members[0].vars.rdma_network.host_prefix))
