@@ -26,6 +26,9 @@ from infra.live.kubeapi import Kube
 
 POOL = "owner_gpu"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+# Another owner's taint. Not the cordon taint node.kubernetes.io/unschedulable: the node lifecycle
+# controller takes that one off any Node whose spec.unschedulable is false, which raced these tests.
+OPERATOR_TAINT = {"key": "example.com/maintenance", "value": "disk", "effect": "NoSchedule"}
 NAMES = ("owner-1", "owner-2", "owner-3")
 LIFECYCLE = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
 
@@ -92,20 +95,18 @@ def test_labels_merge_with_other_owners_and_a_dropped_pool_label_goes(kube: Kube
 
 
 def test_a_taint_added_meanwhile_by_another_owner_is_kept(kube: Kube, nodes_api: NodeApi):
-    stale = node(kube, "owner-2")  # what a reconciliation read before a cordon landed
-    kube.merge_patch("/api/v1/nodes/owner-2", {"spec": {"taints": [
-        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}})
+    stale = node(kube, "owner-2")  # what a reconciliation read before an operator's taint landed
+    kube.merge_patch("/api/v1/nodes/owner-2", {"spec": {"taints": [OPERATOR_TAINT]}})
     after = nodes_api.guarded_taints(stale, lambda n: node_owner.taints_after(n["spec"].get("taints", []),
                                                                               [GPU_TAINT]), "test")
-    assert [t["key"] for t in taints(after)] == ["node.kubernetes.io/unschedulable", "nvidia.com/gpu"]
-    assert taint_keys(kube, "owner-2") == ["node.kubernetes.io/unschedulable", "nvidia.com/gpu"]
+    assert [t["key"] for t in taints(after)] == [OPERATOR_TAINT["key"], "nvidia.com/gpu"]
+    assert taint_keys(kube, "owner-2") == [OPERATOR_TAINT["key"], "nvidia.com/gpu"]
 
 
 def test_an_unguarded_write_would_have_lost_it(kube: Kube):
-    """The failing case: writing the list computed from the stale read drops the cordon."""
+    """The failing case: writing the list computed from the stale read drops the operator's taint."""
     stale = node(kube, "owner-2")
-    kube.merge_patch("/api/v1/nodes/owner-2", {"spec": {"taints": [
-        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}})
+    kube.merge_patch("/api/v1/nodes/owner-2", {"spec": {"taints": [OPERATOR_TAINT]}})
     taints = node_owner.taints_after(stale["spec"].get("taints", []), [GPU_TAINT])
     kube.merge_patch("/api/v1/nodes/owner-2", {"spec": {"taints": taints}})
     assert taint_keys(kube, "owner-2") == ["nvidia.com/gpu"]
