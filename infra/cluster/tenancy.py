@@ -39,7 +39,7 @@ required node affinity with a term on the node's name, and the policy would refu
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from infra.cluster.networking import nad_name, rdma_pools, rdma_resource
 from infra.cluster.nodes import POOL_LABEL
@@ -216,6 +216,9 @@ def _field(owner: str, name: str) -> str:
     return f"has({owner}) && has({owner}.{name}) ? {owner}.{name} : ''"
 
 
+_LABELS = "namespaceObject.metadata.labels"
+# the tenant the namespace belongs to (its tenant label); '' for a namespace of no tenant
+_OWNER = ("tenant", f"has({_LABELS}) && {_lit(TENANT_LABEL)} in {_LABELS} ? {_LABELS}[{_lit(TENANT_LABEL)}] : ''")
 _QUEUE = ("queue", _annotation(QUEUE_ANNOTATION, "''"))  # the tenant's Volcano queue; '' if it has none
 _PRIORITY_CLASS = ("priorityClass", _annotation(PRIORITY_CLASS_ANNOTATION, "''"))  # '' if it has none
 
@@ -227,6 +230,7 @@ POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
     # its annotations; {} if it has none (a template may even lack metadata)
     ("podAnnotations", "has(variables.pod.metadata) && has(variables.pod.metadata.annotations) ? "
                        "variables.pod.metadata.annotations : {}"),
+    _OWNER,
     # the pools the tenant may use, from its namespace's annotation; [] if it is missing or empty
     ("allowed", f"has({_ANNOTATIONS}) && {_lit(POOLS_ANNOTATION)} in {_ANNOTATIONS} ? "
                 f"{_ANNOTATIONS}[{_lit(POOLS_ANNOTATION)}].split(',').filter(p, p != '') : []"),
@@ -268,13 +272,21 @@ POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
 )
 
 _TENANT = "namespaceObject.metadata.name"
+# First in both policies: the API server reports the first validation that fails.
+_SOME_TENANTS = (
+    "variables.tenant != ''",
+    f"'namespace ' + {_TENANT} + ' belongs to no tenant, so nothing in it may use the node pools: run it in the "
+    "namespace of a tenant (cluster.tenants in the spec), or, for a cluster component the stack does not deploy, "
+    "name the namespace in system_namespaces of the spec and run pulumi up'",
+    "the namespace belongs to no tenant")
 _ALLOWED_TEXT = "variables.allowed.join(', ')"
 _HOW = (f"set spec.nodeSelector {POOL_LABEL}: <pool>, or a required node affinity whose every "
         f"nodeSelectorTerm has {POOL_LABEL} In [<pools>]")
 
 # (expression that must hold, messageExpression when it does not, static message)
 POLICY_VALIDATIONS: tuple[tuple[str, str, str], ...] = (
-    ("variables.allowed.size() > 0",
+    _SOME_TENANTS,
+    ("variables.tenant == '' || variables.allowed.size() > 0",
      f"'namespace ' + {_TENANT} + ' has no pools in its annotation {POOLS_ANNOTATION}, so none of its pods "
      "may be placed; the cluster layer sets it from the tenant spec: run pulumi up'",
      f"the namespace has no pools in its annotation {POOLS_ANNOTATION}"),
@@ -315,6 +327,7 @@ POLICY_VALIDATIONS: tuple[tuple[str, str, str], ...] = (
 # UPDATE leaves them as they were (objects made before the policy, or by Volcano's controller from an
 # admitted job, update freely as long as they do not move).
 QUEUE_POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
+    _OWNER,
     _QUEUE,
     _PRIORITY_CLASS,
     ("askedQueue", _field("object.spec", "queue")),
@@ -326,6 +339,7 @@ QUEUE_POLICY_VARIABLES: tuple[tuple[str, str], ...] = (
 
 _KIND = "object.kind"
 QUEUE_POLICY_VALIDATIONS: tuple[tuple[str, str, str], ...] = (
+    _SOME_TENANTS,
     ("variables.queueKept || variables.queue != ''",
      f"'tenant ' + {_TENANT} + ' has no Volcano queue, so it may not create a ' + {_KIND} + ' (Volcano would "
      "run it in its `default` queue, which no tenant may use): give the tenant a queue in the spec and run "
@@ -386,15 +400,26 @@ def queue_policy() -> Obj:
     return _policy(QUEUE_POLICY_NAME, rules, QUEUE_POLICY_VARIABLES, QUEUE_POLICY_VALIDATIONS)
 
 
-def binding(policy: Obj) -> Obj:
-    """Binds a policy, denying, to the namespaces carrying the tenant label (only ours do: namespaces
-    are cluster-scoped, and tenants are given no right to relabel them)."""
+# Set by the API server on every namespace (Kubernetes 1.22+): a selector can name namespaces by it.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def binding(policy: Obj, exempt: Iterable[str]) -> Obj:
+    """Binds a policy, denying, to every namespace but EXEMPT (the system's: concerns.system_namespaces).
+    A namespace of no tenant is held too, and its pods refused: a stray workload in `default` or in a
+    namespace someone made by hand would otherwise reach any pool whose taints it tolerates."""
     name = policy["metadata"]["name"]
     return obj("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", name, spec={
         "policyName": name,
         "validationActions": ["Deny"],
-        "matchResources": {"namespaceSelector": {"matchExpressions": [{"key": TENANT_LABEL, "operator": "Exists"}]}},
+        "matchResources": {"namespaceSelector": {"matchExpressions": [
+            {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn", "values": sorted(set(exempt))}]}},
     })
+
+
+def policies() -> list[Obj]:
+    """The tenants' admission policies, unbound (concerns.py binds them once every namespace is known)."""
+    return [placement_policy(), queue_policy()]
 
 
 def build(view: Resolved) -> Concern:
@@ -404,6 +429,4 @@ def build(view: Resolved) -> Concern:
         rdma = {nad_name(pool): rdma_resource(pool) for pool in rdma_pools(view.env) if pool.name in tenant.pools}
         objects += [namespace(name, tenant, cluster.kube_minor, rdma), resource_quota(name, tenant),
                     limit_range(name, tenant)]
-    for policy in (placement_policy(), queue_policy()):
-        objects += [policy, binding(policy)]
-    return Concern("tenancy", sorted(objects, key=key))
+    return Concern("tenancy", sorted(objects + policies(), key=key))

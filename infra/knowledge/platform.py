@@ -139,6 +139,9 @@ class Platform(Fact):
     cuda_minor_compat_floor: dict[str, str]
     host_per_gpu: dict[str, HostPerGpu]
     scheduling: SchedulingDefaults
+    system_namespaces: dict[str, tuple[str, ...]] = Field(
+        description="namespaces of the cluster's own pods that no object of the stack names: Kubernetes' "
+                    "and each CNI's (by kube_network_plugin)")
     tenant_ephemeral_storage: EphemeralStorageDefaults
 
     @model_validator(mode="after")

@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from infra.cluster.nodes import POOL_LABEL, pool_taints
-from infra.cluster.objects import LABEL_PREFIX, Obj
+from infra.cluster.objects import LABEL_PREFIX, SYSTEM_NAMESPACE, Obj
 from infra.knowledge.units import parse_quantity
 from infra.live.kubeapi import ApiError, Kube, wait_for
 from infra.model.capacity import host_capacity
@@ -35,9 +35,9 @@ from infra.spec.loader import Pool
 from infra.spec.models import Tenant
 
 PROBE_LABEL = f"{LABEL_PREFIX}/probe"
-FILLER_NAMESPACE = "k8s-node-pools-probe"
-"""Where the preemption probe's low-priority filler pods run: not a tenant namespace, so no tenant's
-quota or placement rule stands in the way of filling the pool."""
+FILLER_NAMESPACE = SYSTEM_NAMESPACE
+"""Where the preemption probe's low-priority filler pods run: the stack's own namespace, which the tenant
+policies exempt, so no tenant's quota or placement rule stands in the way of filling the pool."""
 IMAGE = "registry.k8s.io/pause:3.10"
 SCHEDULE_TIMEOUT = 60.0
 
@@ -313,8 +313,8 @@ def over_quota_refused(kube: Kube, view: Resolved) -> ProbeResult:
 
 
 def preemption(kube: Kube, view: Resolved, high_priority: bool = True) -> ProbeResult:
-    """Fill the MIG pool's smallest profile with pods of the lowest PriorityClass (in a namespace of the
-    probe's own), then ask for it from the MIG tenant with its class: the scheduler must preempt a filler
+    """Fill the MIG pool's smallest profile with pods of the lowest PriorityClass (in the stack's own
+    namespace), then ask for it from the MIG tenant with its class: the scheduler must preempt a filler
     and bind the tenant's pod. `high_priority=False` leaves the class out (the broken case)."""
     name = "preemption"
     choice = _mig_choice(view)
@@ -329,8 +329,6 @@ def preemption(kube: Kube, view: Resolved, high_priority: bool = True) -> ProbeR
     one = {"requests": {resource: "1", "cpu": "10m", "memory": "16Mi"},
            "limits": {resource: "1", "cpu": "10m", "memory": "16Mi"}}
     total = _advertised(view, pool)[resource]
-    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                       "metadata": {"name": FILLER_NAMESPACE, "labels": {PROBE_LABEL: "true"}}})
     try:
         fillers = [f"filler-{i}" for i in range(total)]
         for filler in fillers:
@@ -366,10 +364,6 @@ def preemption(kube: Kube, view: Resolved, high_priority: bool = True) -> ProbeR
                                         f"{outcome} ({where}); no {low} pod was preempted")
     finally:
         delete_probe_pods(kube, [tenant_name, FILLER_NAMESPACE])
-        kube.delete(f"/api/v1/namespaces/{FILLER_NAMESPACE}")
-        # The namespace controller finishes the deletion; the next probe may create it again.
-        wait_for(f"namespace {FILLER_NAMESPACE} deleted", lambda: None if kube.exists(
-            f"/api/v1/namespaces/{FILLER_NAMESPACE}") else True, timeout=120)
 
 
 def _wait_running(kube: Kube, namespace: str, names: list[str]) -> None:

@@ -16,7 +16,16 @@ import ipaddress
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from infra.knowledge.units import parse_cpu_list, parse_quantity
 
@@ -325,6 +334,9 @@ class ClusterVars(Strict):
     machines: dict[str, Machine] = Field(min_length=1)
     priority_classes: dict[DnsLabel, PriorityClass] = Field(default_factory=dict)
     tenants: dict[DnsLabel, Tenant] = Field(default_factory=dict)
+    system_namespaces: list[DnsLabel] = Field(
+        default_factory=list, description="namespaces of cluster components the stack does not deploy (an "
+        "ingress controller, monitoring): their pods are exempt from the tenant admission policies, as kube-system's")
     storage_classes: dict[DnsLabel, StorageClassSpec] = Field(default_factory=dict)
     host_rollout: HostRollout = Field(default_factory=HostRollout)
 
@@ -332,6 +344,13 @@ class ClusterVars(Strict):
     @classmethod
     def _strip_v(cls, value: object) -> object:
         return value[1:] if isinstance(value, str) and value.startswith("v") else value
+
+    @field_validator("system_namespaces")
+    @classmethod
+    def _system_namespaces_are_no_tenants(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        if both := sorted(set(names) & set(info.data.get("tenants") or {})):
+            raise ValueError(f"{both} are also tenants: a tenant's pods are held to its pools, so remove them here")
+        return names
 
     @property
     def kube_minor(self) -> int:

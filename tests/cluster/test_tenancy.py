@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from infra.checks import run_checks
 from infra.cluster import tenancy
+from infra.cluster.concerns import build_concerns
 from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import MANAGED_BY, key
 from infra.knowledge.platform import Platform, platform
@@ -34,6 +35,7 @@ from infra.knowledge.units import parse_quantity
 from infra.model.capacity import SHARED_GPU, WHOLE_GPU
 from infra.model.resolve import resolve
 from infra.spec import load_environment
+from infra.spec.loader import SpecError
 from infra.spec.models import LimitRangeSpec
 
 # ---------------------------------------------------------------- helpers
@@ -326,17 +328,53 @@ def _selector_matches(selector, labels):
     return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
 
 
-@pytest.mark.parametrize("the_policy", [tenancy.placement_policy(), tenancy.queue_policy()], ids=["pods", "queues"])
-def test_the_binding_denies_in_tenant_namespaces_only(the_policy):
-    binding = tenancy.binding(the_policy)["spec"]
-    assert binding["policyName"] == the_policy["metadata"]["name"]
-    assert binding["validationActions"] == ["Deny"]
-    selector = binding["matchResources"]["namespaceSelector"]
-    _, concern = shipped("example")
-    for ns in of_kind(concern, "Namespace"):
-        assert _selector_matches(selector, ns["metadata"]["labels"])
-    for system in ("kube-system", "default", "k8s-node-pools-system"):
-        assert not _selector_matches(selector, {"kubernetes.io/metadata.name": system})
+def bindings(env):
+    """The policies' bindings as the whole cluster layer builds them (they need every concern's namespaces)."""
+    concern = next(c for c in build_concerns(resolve(env)) if c.name == "tenancy")
+    found = of_kind(concern, "ValidatingAdmissionPolicyBinding")
+    assert sorted(b["spec"]["policyName"] for b in found) == sorted(p["metadata"]["name"] for p in tenancy.policies())
+    return found
+
+
+def bound(binding, namespace: str, labels=None) -> bool:
+    """Whether the binding holds a namespace, its labels as the API server sets them."""
+    selector = binding["spec"]["matchResources"]["namespaceSelector"]
+    return _selector_matches(selector, {**(labels or {}), tenancy.NAMESPACE_NAME_LABEL: namespace})
+
+
+@pytest.mark.parametrize("inventory_name, system", [
+    ("example", ["kube-system", "kube-public", "kube-node-lease", "k8s-node-pools-system", "nvidia-gpu",
+                 "volcano-system"]),
+    ("sandbox", ["kube-system", "k8s-node-pools-system", "tigera-operator", "calico-system", "calico-apiserver"]),
+], ids=["cilium", "calico"])
+def test_the_bindings_deny_everywhere_but_in_system_namespaces(inventory_name, system):
+    env, concern = shipped(inventory_name)
+    for binding in bindings(env):
+        assert binding["spec"]["validationActions"] == ["Deny"]
+        for ns in of_kind(concern, "Namespace"):
+            assert bound(binding, ns["metadata"]["name"], ns["metadata"]["labels"])
+        for stray in ("default", "scratch", "calico-system" if "calico-system" not in system else "cilium-test"):
+            assert bound(binding, stray)  # a namespace of no tenant is held: its pods are refused
+        for name in system:
+            assert not bound(binding, name), name
+
+
+def test_a_namespace_the_spec_names_system_is_exempt_and_cannot_be_a_tenant(inventory, write):
+    inventory["group_vars"]["all"]["system_namespaces"] = ["ingress-nginx"]
+    env = load_environment(write(inventory))
+    assert all(not bound(b, "ingress-nginx") and bound(b, "svc") for b in bindings(env))
+    inventory["group_vars"]["all"]["system_namespaces"] = ["svc"]
+    with pytest.raises(SpecError, match=r"all.yml: system_namespaces: \['svc'\] are also tenants"):
+        load_environment(write(inventory))
+
+
+def test_a_tenant_named_like_a_components_namespace_is_refused(inventory, write):
+    tenants = inventory["group_vars"]["all"]["tenants"]
+    tenants["calico-system"] = tenants.pop("svc")
+    inventory["group_vars"]["all"]["kube_network_plugin"] = "calico"
+    with pytest.raises(ValueError, match=r"tenants \['calico-system'\] would take over namespaces where the "
+                                         "cluster runs its own components"):
+        build_concerns(resolve(load_environment(write(inventory))))
 
 
 # ---------------------------------------------------------------- the admission policy: its CEL, evaluated
@@ -561,6 +599,29 @@ def test_a_namespace_without_pools_admits_no_pod(annotations):
         assert not verdict.admitted
         assert verdict.messages[0].startswith(
             f"namespace batch has no pools in its annotation {tenancy.POOLS_ANNOTATION}")
+
+
+def no_tenants(name="scratch"):
+    """A namespace someone made by hand (or `default`): only the name label the API server sets."""
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {tenancy.NAMESPACE_NAME_LABEL: name}}}
+
+
+@pytest.mark.parametrize("name", ["default", "scratch"])
+def test_a_namespace_of_no_tenant_admits_nothing_and_says_where_to_run(name):
+    expected = (f"namespace {name} belongs to no tenant, so nothing in it may use the node pools: run it in the "
+                "namespace of a tenant (cluster.tenants in the spec), or, for a cluster component the stack does "
+                "not deploy, name the namespace in system_namespaces of the spec and run pulumi up")
+    for a_policy, the_object in ((policy(), pod({POOL_LABEL: "cpu_general"})), (policy(), pod()),
+                                 (tenancy.queue_policy(), volcano("PodGroup", "batch"))):
+        verdict = admit(a_policy, the_object, no_tenants(name))
+        assert not verdict.admitted and verdict.messages[0] == expected  # the first the API server reports
+    # the failing case: the same objects with a tenant's label on the namespace are judged as its
+    batch = copy.deepcopy(no_tenants(name))
+    batch["metadata"]["labels"][tenancy.TENANT_LABEL] = "batch"
+    batch["metadata"]["annotations"] = example_namespaces()["batch"]["metadata"]["annotations"]
+    assert admit(policy(), pod({POOL_LABEL: "cpu_general"}), batch).admitted
+    assert admit(tenancy.queue_policy(), volcano("PodGroup", "batch"), batch).admitted
 
 
 @pytest.mark.parametrize("tenant", ["inference", "web", "cache", "training", "batch"])

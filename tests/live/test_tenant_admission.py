@@ -20,12 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from infra.cluster import tenancy
+from infra.cluster import networking, tenancy
+from infra.cluster.concerns import build_concerns, system_namespaces
 from infra.cluster.nodes import POOL_LABEL
-from infra.cluster.objects import Obj
+from infra.cluster.objects import SYSTEM_NAMESPACE, Obj
 from infra.live.controlplane import LocalCluster
 from infra.live.kubeapi import ApiError, Kube, wait_for
 from infra.model.capacity import SHARED_GPU
+from infra.model.resolve import resolve
 from infra.spec import load_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +35,7 @@ ENV = load_environment(ROOT / "inventories" / "example")
 PREFIX = "vq-"
 BATCH, TRAINING, INFERENCE = (f"{PREFIX}{name}" for name in ("batch", "training", "inference"))
 QUEUE_POLICY = tenancy.QUEUE_POLICY_NAME
+EXEMPT = system_namespaces(resolve(ENV), build_concerns(resolve(ENV)))  # as the example's stack binds them
 
 
 def crd(group: str, version: str, kind: str, plural: str, spec: Obj) -> Obj:
@@ -109,18 +112,18 @@ def kube(cluster: LocalCluster) -> Iterator[Kube]:
     tenants = ENV.cluster.tenants
     namespaces = [tenancy.namespace(f"{PREFIX}{name}", tenants[name], ENV.cluster.kube_minor)
                   for name in ("batch", "training", "inference")]
-    policies = [o for policy in (tenancy.placement_policy(), tenancy.queue_policy())
-                for o in (policy, tenancy.binding(policy))]
+    policies = [o for policy in tenancy.policies() for o in (policy, tenancy.binding(policy, EXEMPT))]
     created: list[Obj] = []
     try:
-        for o in [*CRDS, *namespaces, *policies]:
+        for o in [*CRDS, *namespaces, networking.system_namespace(), *policies]:
             if not api.exists(api.path(o)):
                 api.create(api.path(o, name=False), o)
                 created.append(o)
         for definition in CRDS:
             wait_for(f"the {definition['metadata']['name']} CRD served", lambda d=definition: served(api, d))
-        wait_for(f"{BATCH}'s default ServiceAccount (pods need it)",
-                 lambda: True if api.exists(f"/api/v1/namespaces/{BATCH}/serviceaccounts/default") else None)
+        for where in (BATCH, SYSTEM_NAMESPACE):
+            wait_for(f"{where}'s default ServiceAccount (pods need it)",
+                     lambda w=where: True if api.exists(f"/api/v1/namespaces/{w}/serviceaccounts/default") else None)
         # The API server's policy cache takes a moment to see new policies and bindings.
         wait_for("the queue policy to refuse", lambda: True if refused_by_policy(api) else None, timeout=30)
         yield api
@@ -161,7 +164,7 @@ def test_the_api_server_holds_a_pods_queue_annotation_to_its_tenant(kube: Kube):
 
 
 def test_without_the_binding_another_tenants_queue_is_admitted(kube: Kube):
-    binding = tenancy.binding(tenancy.queue_policy())
+    binding = tenancy.binding(tenancy.queue_policy(), EXEMPT)
     kube.delete(kube.path(binding))
     try:
         wait_for("another tenant's queue admitted", lambda: True if refusal(
@@ -199,3 +202,20 @@ def test_the_api_server_holds_a_workloads_pod_template_to_its_tenant(kube: Kube,
     message = refusal(kube, workload(kind, "gpu_a100"))
     assert message is not None and tenancy.POLICY_NAME in message
     assert f"tenant {BATCH} may not use pool gpu_a100" in message
+
+
+def test_the_api_server_refuses_pods_in_a_namespace_of_no_tenant_and_admits_them_in_system_ones(kube: Kube):
+    """Issue 15, minor: the policies bind everywhere but the system's namespaces, so a stray pod in `default`
+    cannot reach a pool; the stack's own namespace and Kubernetes' are exempt (the failing case: an unpinned
+    pod that the tenant rules would refuse is admitted there)."""
+    message = refusal(kube, pod("default"))
+    assert message is not None and tenancy.POLICY_NAME in message
+    assert "namespace default belongs to no tenant, so nothing in it may use the node pools" in message
+    assert "may not use pool" not in message  # the API server reports the first validation that fails
+    podgroup = refusal(kube, volcano("PodGroup", "default", "default"))
+    assert podgroup is not None and "namespace default belongs to no tenant" in podgroup
+    for system in ("kube-system", SYSTEM_NAMESPACE):
+        assert system in EXEMPT
+        unpinned = pod(system)
+        del unpinned["spec"]["nodeSelector"]
+        assert refusal(kube, unpinned) is None, system
