@@ -136,7 +136,7 @@ def _release(release: HelmRelease, opts: pulumi.ResourceOptions) -> pulumi.Resou
     return k8s.helm.v3.Release(
         release.name, name=release.name, chart=chart.name, version=chart.version,
         repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repository),
-        namespace=release.namespace, values=release.values, create_namespace=False,
+        namespace=release.namespace, values=release.values, create_namespace=False, timeout=release.timeout,
         postrender=POST_RENDERER, opts=opts,
     )
 

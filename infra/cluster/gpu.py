@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from infra.cluster import rollout
 from infra.cluster.nodes import device_plugin_config_name
 from infra.cluster.objects import LABEL_PREFIX, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import gpu_pools, on_pools
@@ -173,6 +174,7 @@ def device_plugin_values(env: Environment) -> Obj:
         "deviceListStrategy": platform().gpu_isolation.device_list_strategy,
         "affinity": plugin["affinity"],
         "tolerations": plugin["tolerations"],
+        "updateStrategy": rollout.strategy(env),
     }
 
 
@@ -261,6 +263,7 @@ def dcgm_exporter_values(env: Environment, service_monitor: bool = False,
         "serviceMonitor": monitor,
         "affinity": placement["affinity"],
         "tolerations": placement["tolerations"],
+        "rollingUpdate": {"maxUnavailable": rollout.max_unavailable(env), "maxSurge": 0},
     }
 
 
@@ -283,8 +286,10 @@ def build(view: Resolved) -> Concern:
     return Concern(
         "gpu",
         objects=[namespace()],
-        releases=[HelmRelease(DEVICE_PLUGIN, GPU_NAMESPACE, DEVICE_PLUGIN, device_plugin_values(env)),
-                  HelmRelease(DCGM_EXPORTER, GPU_NAMESPACE, DCGM_EXPORTER, dcgm_exporter_values(env))],
+        releases=[HelmRelease(DEVICE_PLUGIN, GPU_NAMESPACE, DEVICE_PLUGIN, device_plugin_values(env),
+                              rollout.timeout_seconds(env)),
+                  HelmRelease(DCGM_EXPORTER, GPU_NAMESPACE, DCGM_EXPORTER, dcgm_exporter_values(env),
+                              rollout.timeout_seconds(env))],
         files={MIG_PARTED_FILE: mig_parted_text(env), DEVICE_PLUGIN_FILE: _yaml(device_plugin_configs(env))},
     )
 

@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from infra.cluster import rollout
 from infra.cluster.objects import SYSTEM_NAMESPACE, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import node_critical, on_pools
 from infra.knowledge.chart_values import ValueKey, chart_values
@@ -127,6 +128,7 @@ def cilium_values(env: Environment) -> Obj:
         "cni.exclusive": False,  # keep Multus's 00-multus.conf in /etc/cni/net.d
         "kubeProxyReplacement": "true" if cluster.kube_proxy_remove else "false",
         "tolerations": node_critical()["tolerations"],
+        "updateStrategy": rollout.strategy(env),
     }
     if cluster.kube_proxy_remove:
         # Without kube-proxy the agent cannot reach the API server through the kubernetes Service;
@@ -150,17 +152,18 @@ def calico_values(env: Environment) -> Obj:
     unknown = set(ip_pool) - set(known.fields)
     if unknown or CALICO_ENCAPSULATION not in known.encapsulations or CALICO_NAT_OUTGOING not in known.nat_outgoing:
         raise ValueError(f"Calico ipPool {ip_pool} does not follow the recorded schema")
-    return values_tree(chart_values().calico.keys, {"installation.calicoNetwork.ipPools": [ip_pool]})
+    return values_tree(chart_values().calico.keys, {"installation.calicoNetwork.ipPools": [ip_pool],
+                                                    "installation.nodeUpdateStrategy": rollout.strategy(env)})
 
 
 def cni_releases(env: Environment) -> list[HelmRelease]:
     """The CNI's Helm releases: Cilium, or Calico's CRDs (a separate chart since 3.32) and its operator."""
     plugin = env.cluster.kube_network_plugin
     if plugin == "cilium":
-        return [HelmRelease("cilium", CILIUM_NAMESPACE, "cilium", cilium_values(env))]
+        return [HelmRelease("cilium", CILIUM_NAMESPACE, "cilium", cilium_values(env), rollout.timeout_seconds(env))]
     if plugin == "calico":
         return [HelmRelease("calico-crds", CALICO_NAMESPACE, "calico-crds", {}),
-                HelmRelease("calico", CALICO_NAMESPACE, "calico", calico_values(env))]
+                HelmRelease("calico", CALICO_NAMESPACE, "calico", calico_values(env), rollout.timeout_seconds(env))]
     raise ValueError(f"unknown kube_network_plugin {plugin!r}")
 
 
@@ -435,9 +438,10 @@ def multus_objects(env: Environment) -> list[Obj]:
         obj("v1", "ConfigMap", MULTUS_DAEMON_CONFIG, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, data=daemon_config),
         *(obj("v1", "ConfigMap", name, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, data=data)
           for name, data in sorted(rdma_configs.items())),
-        obj("apps/v1", "DaemonSet", MULTUS_DAEMONSET, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS, spec={
+        obj("apps/v1", "DaemonSet", MULTUS_DAEMONSET, SYSTEM_NAMESPACE, labels=_MULTUS_LABELS,
+            annotations=rollout.awaited(env), spec={
             "selector": {"matchLabels": _MULTUS_LABELS},
-            "updateStrategy": {"type": "RollingUpdate"},
+            "updateStrategy": rollout.strategy(env),
             "template": {"metadata": {"labels": _MULTUS_LABELS,
                                       "annotations": {CONFIG_HASH_ANNOTATION: config_hash(daemon_config, cut_from)}},
                          "spec": pod_spec},
@@ -486,9 +490,9 @@ def rdma_device_plugin(env: Environment) -> list[Obj]:
         key = f"{pool.k8s_name}.json"
         labels = {"app.kubernetes.io/name": "rdma-shared-device-plugin", "app.kubernetes.io/instance": pool.k8s_name}
         objects.append(obj("apps/v1", "DaemonSet", f"{RDMA_DAEMONSET_PREFIX}{pool.k8s_name}", SYSTEM_NAMESPACE,
-                           labels=labels, spec={
+                           labels=labels, annotations=rollout.awaited(env), spec={
             "selector": {"matchLabels": labels},
-            "updateStrategy": {"type": "RollingUpdate"},
+            "updateStrategy": rollout.strategy(env),
             "template": {
                 "metadata": {"labels": labels, "annotations": {CONFIG_HASH_ANNOTATION: config_hash({key: data[key]})}},
                 "spec": {

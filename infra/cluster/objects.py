@@ -19,6 +19,7 @@ PROJECT = "k8s-node-pools"
 LABEL_PREFIX = "k8s-node-pools.io"
 MANAGED_BY = {"app.kubernetes.io/managed-by": PROJECT}
 SYSTEM_NAMESPACE = "k8s-node-pools-system"
+HELM_TIMEOUT_SECONDS = 300  # Helm's --timeout default, which pulumi-kubernetes' Release keeps
 
 
 def obj(api_version: str, kind: str, name: str, namespace: str | None = None,
@@ -41,6 +42,7 @@ class HelmRelease:
     namespace: str
     component: str
     values: Obj
+    timeout: int = HELM_TIMEOUT_SECONDS  # seconds Helm waits for its resources; node agents': rollout.py
 
     @property
     def pinned(self) -> Component:
@@ -51,7 +53,8 @@ class HelmRelease:
         chart = self.pinned.chart
         assert chart is not None, f"{self.component} has no Helm chart in versions.yml"
         return {"name": self.name, "namespace": self.namespace, "chart": chart.name,
-                "repository": chart.repository, "version": chart.version, "values": self.values}
+                "repository": chart.repository, "version": chart.version, "timeout": self.timeout,
+                "values": self.values}
 
 
 @dataclass(frozen=True)

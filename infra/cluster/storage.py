@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import PurePosixPath
 from typing import Any
 
+from infra.cluster import rollout
 from infra.cluster.networking import values_tree
 from infra.cluster.objects import SYSTEM_NAMESPACE, Concern, HelmRelease, Obj, obj
 from infra.cluster.placement import everywhere, on_pools
@@ -124,7 +125,7 @@ def local_release_name(class_name: str) -> str:
     return name
 
 
-def local_provisioner_values(class_name: str, pools: list[Pool]) -> Obj:
+def local_provisioner_values(env: Environment, class_name: str, pools: list[Pool]) -> Obj:
     """Values of a local class's provisioner: discovery in the pools' mount directory, on those pools only."""
     dirs = sorted({discovery_dir(pool) for pool in pools})
     if len(dirs) > 1:
@@ -138,12 +139,13 @@ def local_provisioner_values(class_name: str, pools: list[Pool]) -> Obj:
         entry["fsType"] = fs_type
     placement = on_pools(pools)
     return values_tree(chart_values().local_static_provisioner.keys, {
-        "classes": [entry], "affinity": placement["affinity"], "tolerations": placement["tolerations"]})
+        "classes": [entry], "affinity": placement["affinity"], "tolerations": placement["tolerations"],
+        "updateStrategy": rollout.strategy(env)})
 
 
 def local_releases(env: Environment) -> list[HelmRelease]:
     return [HelmRelease(local_release_name(name), SYSTEM_NAMESPACE, "local-static-provisioner",
-                        local_provisioner_values(name, pools))
+                        local_provisioner_values(env, name, pools), rollout.timeout_seconds(env))
             for name, pools in local_pools(env).items()]
 
 
@@ -163,6 +165,7 @@ def csi_driver_nfs_values(env: Environment, driver: str) -> Obj:
     settings: dict[str, Any] = {
         "driver.name": driver,
         "node.tolerations": everywhere(env)["tolerations"],
+        "node.maxUnavailable": rollout.max_unavailable(env),
         "storageClass.create": False,
         "volumeSnapshotClass.create": False,
         "controller.enableSnapshotter": snapshots,
@@ -187,7 +190,8 @@ def csi_releases(env: Environment) -> list[HelmRelease]:
             continue
         if component not in _DRIVER_VALUES:
             raise ValueError(f"CSI driver {driver}: no values are written for component {component}")
-        releases.append(HelmRelease(component, SYSTEM_NAMESPACE, component, _DRIVER_VALUES[component](env, driver)))
+        releases.append(HelmRelease(component, SYSTEM_NAMESPACE, component, _DRIVER_VALUES[component](env, driver),
+                                    rollout.timeout_seconds(env)))
     return releases
 
 

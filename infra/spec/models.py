@@ -289,6 +289,17 @@ class StorageClassSpec(Strict):
         return self
 
 
+def _count_or_share(name: str, value: int | str, unit: str) -> int | str:
+    """A number of UNITs (at least 1) or a share of them from 1% to 100%."""
+    if isinstance(value, int):
+        if value < 1:
+            raise ValueError(f"{name} {value}: at least one {unit} at a time")
+        return value
+    if not re.fullmatch(r"([1-9]\d?|100)%", value):
+        raise ValueError(f'{name} {value!r}: a number of {unit}s (10) or a share of them from 1% to 100% ("10%")')
+    return value
+
+
 class HostRollout(Strict):
     """How the host layer's playbooks roll over the hosts: each play that changes hosts runs on batch_size hosts at
     a time (Ansible's serial) and the run stops when more than max_fail_percentage of a batch fails, leaving the
@@ -300,14 +311,22 @@ class HostRollout(Strict):
     @field_validator("batch_size")
     @classmethod
     def _count_or_share(cls, value: int | str) -> int | str:
-        if isinstance(value, int):
-            if value < 1:
-                raise ValueError(f"batch_size {value}: at least one host per batch")
-            return value
-        if not re.fullmatch(r"([1-9]\d?|100)%", value):
-            raise ValueError(f"batch_size {value!r}: a number of hosts (10) or a share of them from 1% to 100% "
-                             '("10%")')
-        return value
+        return _count_or_share("batch_size", value, "host")
+
+
+class AgentRollout(Strict):
+    """How the node agents the cluster layer declares (the CNI, Multus, the device plugin, dcgm-exporter, the
+    storage node plugins) roll out: each DaemonSet replaces max_unavailable of its pods at a time, and Pulumi and
+    Helm wait wave_seconds per wave before calling the rollout failed. Kubernetes' default, one pod at a time,
+    is a thousand waves on a thousand nodes; Helm's default wait, 300 s, ends long before."""
+
+    max_unavailable: int | str = Field("10%", description="nodes whose agent restarts at once, or a share (\"10%\")")
+    wave_seconds: int = Field(120, ge=10, le=3600, description="how long one wave may take: pull, start, ready")
+
+    @field_validator("max_unavailable")
+    @classmethod
+    def _count_or_share(cls, value: int | str) -> int | str:
+        return _count_or_share("max_unavailable", value, "node")
 
 
 class ClusterVars(Strict):
@@ -339,6 +358,7 @@ class ClusterVars(Strict):
         "ingress controller, monitoring): their pods are exempt from the tenant admission policies, as kube-system's")
     storage_classes: dict[DnsLabel, StorageClassSpec] = Field(default_factory=dict)
     host_rollout: HostRollout = Field(default_factory=HostRollout)
+    agent_rollout: AgentRollout = Field(default_factory=AgentRollout)
 
     @field_validator("kube_version", mode="before")
     @classmethod

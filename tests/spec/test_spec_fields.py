@@ -59,7 +59,7 @@ def test_kube_proxy_settings(inventory, write, values, accepted):
     ({"batch_size": 1, "max_fail_percentage": 0}, None),
     ({"batch_size": "10%", "max_fail_percentage": 20}, None),
     ({"batch_size": "100%"}, None),
-    ({"batch_size": 0}, "batch_size 0: at least one host per batch"),
+    ({"batch_size": 0}, "batch_size 0: at least one host at a time"),
     ({"batch_size": "10"}, "a number of hosts (10) or a share of them from 1% to 100%"),
     ({"batch_size": "0%"}, "a number of hosts"),
     ({"batch_size": "150%"}, "a number of hosts"),
@@ -75,5 +75,28 @@ def test_host_rollout(inventory, write, rollout, error):
         assert loaded.max_fail_percentage == rollout.get("max_fail_percentage", 100)
     else:
         with pytest.raises(SpecError, match="host_rollout") as raised:
+            load_environment(path)
+        assert error in str(raised.value)
+
+
+
+@pytest.mark.parametrize("rollout, error", [
+    ({}, None),
+    ({"max_unavailable": 5, "wave_seconds": 300}, None),
+    ({"max_unavailable": "25%"}, None),
+    ({"max_unavailable": 0}, "max_unavailable 0: at least one node at a time"),
+    ({"max_unavailable": "10"}, "a number of nodes (10) or a share of them from 1% to 100%"),
+    ({"wave_seconds": 5}, "wave_seconds"),
+    ({"maxUnavailable": 1}, "maxUnavailable"),  # a misspelt key is refused, not ignored
+])
+def test_agent_rollout(inventory, write, rollout, error):
+    inventory["group_vars"]["all"]["agent_rollout"] = rollout
+    path = write(inventory)
+    if error is None:
+        loaded = load_environment(path).cluster.agent_rollout
+        assert loaded.max_unavailable == rollout.get("max_unavailable", "10%")
+        assert loaded.wave_seconds == rollout.get("wave_seconds", 120)
+    else:
+        with pytest.raises(SpecError, match="agent_rollout") as raised:
             load_environment(path)
         assert error in str(raised.value)
