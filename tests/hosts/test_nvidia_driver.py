@@ -1,7 +1,7 @@
 """nvidia_driver on the sandbox hosts: the GPU pools' card-less hosts get Debian's non-free source, the
 driver pinned to the pool's exact version, its user-space tools, nouveau blacklisted and the persistence
-daemon enabled; the CPU and memory hosts get none of it. Also: gpu.yml's second run changes nothing, check
-mode finds nothing to change, a GPU host without a card stops the run unless the test override is set,
+daemon enabled; the CPU and memory hosts get none of it. Also: gpu.yml runs within site.yml (whose idempotence
+covers it), a GPU host without a card stops the run unless the test override is set,
 and NVIDIA's repository with the fabric manager renders as it would on an NVSwitch board."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aptrepo import SigningKey, make_key
 from conftest import PlaybookRun, run_playbook
 
@@ -98,25 +99,11 @@ def test_persistence_daemon_enabled_on_gpu_hosts_without_failing_them(
     assert host(name).run("systemctl is-failed --quiet nvidia-persistenced.service").rc != 0
 
 
-@pytest.fixture(scope="module")
-def second_run(converged: PlaybookRun) -> PlaybookRun:
-    return run_playbook("gpu.yml")
-
-
-@pytest.fixture(scope="module")
-def check_run(second_run: PlaybookRun) -> PlaybookRun:
-    return run_playbook("gpu.yml", "--check", "--diff")
-
-
-def test_gpu_playbook_second_run_changes_nothing(second_run: PlaybookRun) -> None:
-    assert second_run.rc == 0, second_run.tail()
-    assert set(second_run.recap) == set(SPEC)
-    assert second_run.changed() == {}, second_run.tail(120)
-
-
-def test_gpu_playbook_check_mode_finds_nothing_to_change(check_run: PlaybookRun) -> None:
-    assert check_run.rc == 0, check_run.tail()
-    assert check_run.changed() == {}, check_run.tail(120)
+def test_gpu_yml_runs_within_site_yml() -> None:
+    """gpu.yml's plays are site.yml's too, so site.yml's idempotence and check-mode proofs (test_site.py, a
+    drift repaired with nothing else changed) cover them: no second and check-mode run of gpu.yml alone."""
+    site = yaml.safe_load((ROOT / "ansible" / "site.yml").read_text())
+    assert [entry.get("ansible.builtin.import_playbook") for entry in site].count("gpu.yml") == 1
 
 
 def test_a_gpu_host_without_a_card_stops_the_run(converged: PlaybookRun, host: Callable[[str], Any]) -> None:

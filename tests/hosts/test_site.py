@@ -1,6 +1,6 @@
-"""site.yml as a whole on the sandbox hosts: a second run changes nothing, check mode finds nothing to
-change, a file edited by hand on one host is reported and repaired on that host only, and a bad spec
-stops the run before any host is touched.
+"""site.yml as a whole on the sandbox hosts: with a file edited by hand on one host, check mode reports that file's
+task on that host and nothing else, and a second run repairs it and changes nothing else (the check-mode and
+idempotence proofs, in two runs); a bad spec stops the run before any host is touched.
 
 The same checks are first run on a probe playbook (tests/hosts/playbooks/probe.yml) that has a managed
 file and, on demand, a task that changes on every run: they must catch that task and name it, so they
@@ -26,6 +26,8 @@ from infra.hosts.ansible_run import OVERLAY, PLAYBOOKS, ROOT, SANDBOX_INVENTORY,
 
 PROBE = ROOT / "tests" / "hosts" / "playbooks" / "probe.yml"
 PROBE_FILE = "/etc/k8s-node-pools-probe.conf"
+PROBE_TASK = "Write the probe file."
+SYSCTL_TASK = "base : Write the sysctl drop-in."
 # The base role's sysctl drop-in (its base_sysctl_file): the drift the issue names, a value edited by hand.
 BASE_DEFAULTS = PLAYBOOKS / "roles" / "base" / "defaults" / "main.yml"
 SETTING = re.compile(r"^(?P<key>[\w.\-/]+)\s*=\s*(?P<value>\S+)\s*$", re.MULTILINE)
@@ -50,23 +52,24 @@ def edit_first_setting(host: Any, path: str) -> tuple[str, str]:
 
 
 def assert_drift_reported_and_repaired(playbook: str | Path, host: Callable[[str], Any], name: str, path: str,
-                                       hosts: list[str]) -> None:
-    """Edit a managed file on host NAME, then: `--check --diff` reports the change on NAME only (and
-    names the file), and a real run changes NAME only and restores the file."""
+                                       hosts: list[str], task: str) -> None:
+    """Edit a managed file on host NAME, then: `--check --diff` reports TASK on NAME and nothing else on any host
+    (and names the file), and a real run changes TASK on NAME only and restores the file. Everything else the
+    playbook does reports no change on any host: the two runs are also its check-mode and idempotence proofs."""
     before, after = edit_first_setting(host(name), path)
     check = run_playbook(playbook, "--check", "--diff")
     assert check.rc == 0, check.tail()
-    assert set(check.changed()) == {name}, (
-        f"check mode after editing {path} on {name}: expected a change on {name} only, got "
-        f"{check.changed() or 'none'}\n{check.describe_changes()}")
+    assert check.changed_tasks() == {name: [task]}, (
+        f"check mode after editing {path} on {name}: expected {task!r} on {name} only, got\n"
+        f"{check.describe_changes() or 'no change'}")
     assert path in check.output, f"the diff does not name {path}:\n{check.tail()}"
     assert host(name).file(path).content_string == after, "check mode wrote to the host"
     repair = run_playbook(playbook)
     assert repair.rc == 0, repair.tail()
-    assert set(repair.changed()) == {name}, (
-        f"the repairing run should change {name} only, got {repair.changed() or 'none'}\n{repair.describe_changes()}")
+    assert repair.changed_tasks() == {name: [task]}, (
+        f"the repairing run should change {task!r} on {name} only, got\n{repair.describe_changes() or 'no change'}")
     assert host(name).file(path).content_string == before
-    assert set(hosts) <= set(repair.recap)
+    assert set(hosts) <= set(repair.recap) and set(hosts) <= set(check.recap)
 
 
 # The probe: the checks themselves, shown to pass on an idempotent play and to fail on one that is not.
@@ -98,26 +101,23 @@ def test_a_task_that_always_changes_is_caught_and_named(probe: PlaybookRun, sand
 
 def test_a_drifted_probe_file_is_reported_and_repaired_on_that_host_only(
         probe: PlaybookRun, sandbox_hosts: dict[str, Any], host: Callable[[str], Any]) -> None:
-    assert_drift_reported_and_repaired(PROBE, host, sorted(sandbox_hosts)[0], PROBE_FILE, list(sandbox_hosts))
+    assert_drift_reported_and_repaired(PROBE, host, sorted(sandbox_hosts)[0], PROBE_FILE, list(sandbox_hosts),
+                                       PROBE_TASK)
 
 
 # site.yml
 
-def test_second_run_of_site_changes_nothing(converged: PlaybookRun, sandbox_hosts: dict[str, Any]) -> None:
+def test_check_mode_and_a_second_run_report_only_a_sysctl_edited_by_hand(converged: PlaybookRun,
+                                                                          sandbox_hosts: dict[str, Any],
+                                                                          host: Callable[[str], Any]) -> None:
+    """site.yml's check-mode and idempotence proofs in two runs: on converged hosts with one file edited by hand,
+    check mode reports that file's task on that host and nothing else anywhere, and the next run repairs it and
+    changes nothing else on any host."""
     assert set(sandbox_hosts) <= set(converged.recap), converged.tail()
-    assert_idempotent(run_playbook("site.yml"), "the second run of site.yml")
-
-
-def test_check_mode_on_converged_hosts_finds_nothing_to_change(converged: PlaybookRun) -> None:
-    assert_idempotent(run_playbook("site.yml", "--check", "--diff"), "site.yml --check --diff")
-
-
-def test_a_sysctl_edited_by_hand_is_reported_and_repaired(converged: PlaybookRun, sandbox_hosts: dict[str, Any],
-                                                          host: Callable[[str], Any]) -> None:
     drop_in = yaml.safe_load(BASE_DEFAULTS.read_text())["base_sysctl_file"]
     name = "sb-mem-1"  # a pool with sysctls of its own (vm.max_map_count) on top of the base ones
     assert host(name).file(drop_in).is_file, f"{drop_in} is missing on {name}"
-    assert_drift_reported_and_repaired("site.yml", host, name, drop_in, list(sandbox_hosts))
+    assert_drift_reported_and_repaired("site.yml", host, name, drop_in, list(sandbox_hosts), SYSCTL_TASK)
 
 
 def ssh_logins(host: Any, since: float, until: float) -> list[str]:
