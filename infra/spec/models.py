@@ -289,15 +289,17 @@ class StorageClassSpec(Strict):
         return self
 
 
-def _count_or_share(name: str, value: int | str, unit: str) -> int | str:
-    """A number of UNITs (at least 1) or a share of them from 1% to 100%."""
-    if isinstance(value, int):
-        if value < 1:
-            raise ValueError(f"{name} {value}: at least one {unit} at a time")
+def _count_or_share(unit: str) -> AfterValidator:
+    """A number of UNITs (at least 1) or a share of them from 1% to 100%, as Ansible's serial and a DaemonSet's
+    maxUnavailable take them."""
+    def check(value: int | str) -> int | str:
+        if isinstance(value, int):
+            if value < 1:
+                raise ValueError(f"{value}: at least one {unit} at a time")
+        elif not re.fullmatch(r"([1-9]\d?|100)%", value):
+            raise ValueError(f'{value!r}: a number of {unit}s (10) or a share of them from 1% to 100% ("10%")')
         return value
-    if not re.fullmatch(r"([1-9]\d?|100)%", value):
-        raise ValueError(f'{name} {value!r}: a number of {unit}s (10) or a share of them from 1% to 100% ("10%")')
-    return value
+    return AfterValidator(check)
 
 
 class HostRollout(Strict):
@@ -305,13 +307,9 @@ class HostRollout(Strict):
     a time (Ansible's serial) and the run stops when more than max_fail_percentage of a batch fails, leaving the
     later batches untouched. The defaults are Ansible's: every host at once, stop only when all fail."""
 
-    batch_size: int | str = Field("100%", description="hosts per batch, or a share of them (\"10%\")")
+    batch_size: Annotated[int | str, _count_or_share("host")] = Field(
+        "100%", description="hosts per batch, or a share of them (\"10%\")")
     max_fail_percentage: int = Field(100, ge=0, le=100, description="stop when more of a batch fails (0: any)")
-
-    @field_validator("batch_size")
-    @classmethod
-    def _count_or_share(cls, value: int | str) -> int | str:
-        return _count_or_share("batch_size", value, "host")
 
 
 class AgentRollout(Strict):
@@ -320,13 +318,9 @@ class AgentRollout(Strict):
     Helm wait wave_seconds per wave before calling the rollout failed. Kubernetes' default, one pod at a time,
     is a thousand waves on a thousand nodes; Helm's default wait, 300 s, ends long before."""
 
-    max_unavailable: int | str = Field("10%", description="nodes whose agent restarts at once, or a share (\"10%\")")
+    max_unavailable: Annotated[int | str, _count_or_share("node")] = Field(
+        "10%", description="nodes whose agent restarts at once, or a share (\"10%\")")
     wave_seconds: int = Field(120, ge=10, le=3600, description="how long one wave may take: pull, start, ready")
-
-    @field_validator("max_unavailable")
-    @classmethod
-    def _count_or_share(cls, value: int | str) -> int | str:
-        return _count_or_share("max_unavailable", value, "node")
 
 
 class ClusterVars(Strict):

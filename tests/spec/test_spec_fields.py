@@ -54,49 +54,36 @@ def test_kube_proxy_settings(inventory, write, values, accepted):
             load_environment(path)
 
 
-@pytest.mark.parametrize("rollout, error", [
-    ({}, None),
-    ({"batch_size": 1, "max_fail_percentage": 0}, None),
-    ({"batch_size": "10%", "max_fail_percentage": 20}, None),
-    ({"batch_size": "100%"}, None),
-    ({"batch_size": 0}, "batch_size 0: at least one host at a time"),
-    ({"batch_size": "10"}, "a number of hosts (10) or a share of them from 1% to 100%"),
-    ({"batch_size": "0%"}, "a number of hosts"),
-    ({"batch_size": "150%"}, "a number of hosts"),
-    ({"max_fail_percentage": 101}, "max_fail_percentage"),
-    ({"batch": 1}, "batch"),  # a misspelt key is refused, not ignored
+HOST_ROLLOUT = {"batch_size": "100%", "max_fail_percentage": 100}
+AGENT_ROLLOUT = {"max_unavailable": "10%", "wave_seconds": 120}
+
+
+@pytest.mark.parametrize("field, defaults, rollout, error", [
+    ("host_rollout", HOST_ROLLOUT, {}, None),
+    ("host_rollout", HOST_ROLLOUT, {"batch_size": 1, "max_fail_percentage": 0}, None),
+    ("host_rollout", HOST_ROLLOUT, {"batch_size": "10%", "max_fail_percentage": 20}, None),
+    ("host_rollout", HOST_ROLLOUT, {"batch_size": "100%"}, None),
+    ("host_rollout", HOST_ROLLOUT, {"batch_size": 0}, "batch_size: 0: at least one host at a time"),
+    ("host_rollout", HOST_ROLLOUT, {"batch_size": "10"}, "a number of hosts (10) or a share of them from 1% to 100%"),
+    ("host_rollout", HOST_ROLLOUT, {"batch_size": "0%"}, "a number of hosts"),
+    ("host_rollout", HOST_ROLLOUT, {"batch_size": "150%"}, "a number of hosts"),
+    ("host_rollout", HOST_ROLLOUT, {"max_fail_percentage": 101}, "max_fail_percentage"),
+    ("host_rollout", HOST_ROLLOUT, {"batch": 1}, "batch"),  # a misspelt key is refused, not ignored
+    ("agent_rollout", AGENT_ROLLOUT, {}, None),
+    ("agent_rollout", AGENT_ROLLOUT, {"max_unavailable": 5, "wave_seconds": 300}, None),
+    ("agent_rollout", AGENT_ROLLOUT, {"max_unavailable": "25%"}, None),
+    ("agent_rollout", AGENT_ROLLOUT, {"max_unavailable": 0}, "max_unavailable: 0: at least one node at a time"),
+    ("agent_rollout", AGENT_ROLLOUT, {"max_unavailable": "10"}, "a number of nodes (10) or a share of them"),
+    ("agent_rollout", AGENT_ROLLOUT, {"wave_seconds": 5}, "wave_seconds"),
+    ("agent_rollout", AGENT_ROLLOUT, {"maxUnavailable": 1}, "maxUnavailable"),
 ])
-def test_host_rollout(inventory, write, rollout, error):
-    inventory["group_vars"]["all"]["host_rollout"] = rollout
+def test_rollouts(inventory, write, field, defaults, rollout, error):
+    inventory["group_vars"]["all"][field] = rollout
     path = write(inventory)
     if error is None:
-        loaded = load_environment(path).cluster.host_rollout
-        assert loaded.batch_size == rollout.get("batch_size", "100%")
-        assert loaded.max_fail_percentage == rollout.get("max_fail_percentage", 100)
+        loaded = getattr(load_environment(path).cluster, field)
+        assert loaded.model_dump() == {**defaults, **rollout}
     else:
-        with pytest.raises(SpecError, match="host_rollout") as raised:
-            load_environment(path)
-        assert error in str(raised.value)
-
-
-
-@pytest.mark.parametrize("rollout, error", [
-    ({}, None),
-    ({"max_unavailable": 5, "wave_seconds": 300}, None),
-    ({"max_unavailable": "25%"}, None),
-    ({"max_unavailable": 0}, "max_unavailable 0: at least one node at a time"),
-    ({"max_unavailable": "10"}, "a number of nodes (10) or a share of them from 1% to 100%"),
-    ({"wave_seconds": 5}, "wave_seconds"),
-    ({"maxUnavailable": 1}, "maxUnavailable"),  # a misspelt key is refused, not ignored
-])
-def test_agent_rollout(inventory, write, rollout, error):
-    inventory["group_vars"]["all"]["agent_rollout"] = rollout
-    path = write(inventory)
-    if error is None:
-        loaded = load_environment(path).cluster.agent_rollout
-        assert loaded.max_unavailable == rollout.get("max_unavailable", "10%")
-        assert loaded.wave_seconds == rollout.get("wave_seconds", 120)
-    else:
-        with pytest.raises(SpecError, match="agent_rollout") as raised:
+        with pytest.raises(SpecError, match=field) as raised:
             load_environment(path)
         assert error in str(raised.value)
