@@ -36,11 +36,15 @@ def strategy(env: Environment) -> Obj:
     return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": max_unavailable(env)}}
 
 
+def _percent(share: str) -> int:
+    return int(share.rstrip("%"))
+
+
 def per_wave(nodes: int, pace: int | str) -> int:
     """Pods the DaemonSet controller replaces at once on NODES nodes: a count, or a share rounded up."""
     if isinstance(pace, int):
         return pace
-    return max(1, math.ceil(nodes * int(pace.rstrip("%")) / 100))
+    return max(1, math.ceil(nodes * _percent(pace) / 100))
 
 
 def waves(nodes: int, pace: int | str) -> int:
@@ -50,7 +54,7 @@ def waves(nodes: int, pace: int | str) -> int:
 
 def most_waves(nodes: int, pace: int | str) -> int:
     """The waves a rollout may take at PACE: for a share, its bound at any node count."""
-    return math.ceil(100 / int(pace.rstrip("%"))) if isinstance(pace, str) else waves(nodes, pace)
+    return math.ceil(100 / _percent(pace)) if isinstance(pace, str) else waves(nodes, pace)
 
 
 def timeout_seconds(env: Environment) -> int:

@@ -67,7 +67,7 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 
 # Namespaces Kubernetes or this project own: a tenant named so would take them over (and confine the
 # control plane's own pods to the tenant's pools). Names starting with kube- are Kubernetes' too.
-RESERVED_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease", SYSTEM_NAMESPACE})
+RESERVED_NAMESPACES = frozenset({"default", *platform().system_namespaces["kubernetes"], SYSTEM_NAMESPACE})
 
 # Pod Security Standards level enforced per tier. Services and inference are long-running and
 # reachable from outside: `restricted` (non-root, no privilege escalation, all capabilities dropped,

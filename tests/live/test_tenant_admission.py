@@ -35,7 +35,8 @@ ENV = load_environment(ROOT / "inventories" / "example")
 PREFIX = "vq-"
 BATCH, TRAINING, INFERENCE = (f"{PREFIX}{name}" for name in ("batch", "training", "inference"))
 QUEUE_POLICY = tenancy.QUEUE_POLICY_NAME
-EXEMPT = system_namespaces(resolve(ENV), build_concerns(resolve(ENV)))  # as the example's stack binds them
+VIEW = resolve(ENV)
+EXEMPT = system_namespaces(VIEW, build_concerns(VIEW))  # as the example's stack binds them
 
 
 def crd(group: str, version: str, kind: str, plural: str, spec: Obj) -> Obj:
