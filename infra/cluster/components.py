@@ -13,17 +13,17 @@ one resource per pool keeps the pool's labels and taints on its nodes (infra/clu
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infra.cluster.concerns import AFTER, build_concerns
+from infra.cluster.concerns import AFTER, Ref, build_concerns, definition_of, is_custom, named_by, ref
 from infra.cluster.node_owner import PoolNodes
 from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import Concern, HelmRelease, Obj
 from infra.cluster.retention import POST_RENDERER, retained
-from infra.cluster.validation.validate import crd_definitions
 from infra.model.resolve import resolve
 from infra.spec import Environment
 
@@ -38,15 +38,6 @@ def type_token(api_version: str, kind: str) -> str:
     """The provider's type token of a kind: core/v1 for the legacy group "v1", group/version otherwise."""
     group_version = api_version if "/" in api_version else f"core/{api_version}"
     return f"kubernetes:{group_version}:{kind}"
-
-
-def custom_groups() -> frozenset[str]:
-    """API groups served by CustomResourceDefinitions (Volcano, Multus, snapshots), not by the API server."""
-    return frozenset(crd["spec"]["group"] for crd in crd_definitions())
-
-
-def is_custom(o: Obj) -> bool:
-    return "/" in o["apiVersion"] and o["apiVersion"].split("/")[0] in custom_groups()
 
 
 def resource_name(o: Obj) -> str:
@@ -69,7 +60,9 @@ class ConcernArgs:
     concern        the objects, releases and files of one concern (infra/cluster/<concern>.py)
     provider       the stack's explicit Kubernetes provider; never the ambient default
     helm_releases  False leaves the Helm releases out (no chart repository reachable, e.g. a test cluster)
-    depends_on     resources that must exist first (e.g. CustomResourceDefinitions)
+    depends_on     what the releases wait for besides their namespace: the components of the concerns in AFTER
+    declared       the objects earlier concerns declared, by the name others know them by (concerns.ref):
+                   an object waits for those it names (concerns.named_by), and for nothing else
     kubeconfig     the cluster's kubeconfig and context, for what the provider does not declare (node_owner.py)
     context
     """
@@ -78,8 +71,13 @@ class ConcernArgs:
     provider: pulumi.ProviderResource
     helm_releases: bool = True
     depends_on: tuple[pulumi.Resource, ...] = ()
+    declared: Mapping[Ref, pulumi.Resource] = field(default_factory=dict)
     kubeconfig: str = ""
     context: str = ""
+
+
+# What other objects name comes first within a concern: namespaces and definitions, then what pods name.
+_FIRST = {"Namespace": 0, "CustomResourceDefinition": 0, "PriorityClass": 1, "ServiceAccount": 1, "ConfigMap": 1}
 
 
 class ConcernComponent(pulumi.ComponentResource):
@@ -87,31 +85,43 @@ class ConcernComponent(pulumi.ComponentResource):
 
     objects: dict[str, pulumi.Resource]
     releases: dict[str, pulumi.Resource]
+    declared: dict[Ref, pulumi.Resource]
 
     def __init__(self, name: str, args: ConcernArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(f"{TYPE_PREFIX}:{COMPONENT_TYPES[args.concern.name]}", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on))
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         nodes = [o for o in args.concern.objects if o["kind"] == "Node"]
-        builtin = [o for o in args.concern.objects if not is_custom(o) and o["kind"] != "Node"]
+        builtin = sorted((o for o in args.concern.objects if not is_custom(o) and o["kind"] != "Node"),
+                         key=lambda o: _FIRST.get(o["kind"], 2))
         custom = [o for o in args.concern.objects if is_custom(o)]
         self.objects = {}
+        self.declared = dict(args.declared)
         for pool, members in _by_pool(nodes).items():
             self.objects[f"NodePool/{pool}"] = PoolNodes(
                 pool, {o["metadata"]["name"]: o["metadata"]["labels"] for o in members}, members[0]["spec"]["taints"],
                 args.kubeconfig, args.context, pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)))
         for o in builtin:
-            self.objects[f"{o['kind']}/{resource_name(o)}"] = KubernetesObject(o, _kept(o, child))
+            self._declare(o, child)
         self.releases = {}
         if args.helm_releases:
-            after = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=list(self.objects.values())))
             for release in args.concern.releases:
-                self.releases[release.name] = _release(release, after)
-        # Custom resources last: their definitions come with the releases (Volcano's chart installs Queue).
-        last = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
-            depends_on=[*self.objects.values(), *self.releases.values()]))
+                namespace = [self.declared[r] for r in [("Namespace", "", release.namespace)] if r in self.declared]
+                self.releases[release.name] = _release(release, pulumi.ResourceOptions.merge(
+                    child, pulumi.ResourceOptions(depends_on=[*args.depends_on, *namespace])))
+        # A custom resource whose definition the stack does not declare waits for the concern's releases,
+        # which install it (Volcano's chart its Queue).
         for o in custom:
-            self.objects[f"{o['kind']}/{resource_name(o)}"] = KubernetesObject(o, _kept(o, last))
+            by_release = definition_of(o) not in self.declared
+            self._declare(o, pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(
+                depends_on=list(self.releases.values()))) if by_release else child)
         self.register_outputs({"objects": len(self.objects), "releases": sorted(self.releases)})
+
+    def _declare(self, o: Obj, opts: pulumi.ResourceOptions) -> None:
+        """`o`, after the objects it names that the stack declares."""
+        needs = pulumi.ResourceOptions(depends_on=[self.declared[r] for r in named_by(o) if r in self.declared])
+        resource = KubernetesObject(o, _kept(o, pulumi.ResourceOptions.merge(opts, needs)))
+        self.objects[f"{o['kind']}/{resource_name(o)}"] = resource
+        self.declared[ref(o)] = resource
 
 
 def _kept(o: Obj, opts: pulumi.ResourceOptions) -> pulumi.ResourceOptions:
@@ -160,11 +170,14 @@ def declare_cluster(env: Environment, settings: ClusterSettings) -> dict[str, Co
     provider = k8s.Provider("cluster", kubeconfig=os.path.expanduser(settings.kubeconfig),
                             context=settings.context or None, enable_server_side_apply=True)
     components: dict[str, ConcernComponent] = {}
+    declared: Mapping[Ref, pulumi.Resource] = {}
     for concern in build_concerns(resolve(env), settings.helm_releases):
         components[concern.name] = ConcernComponent(concern.name, ConcernArgs(
             concern=concern, provider=provider, helm_releases=settings.helm_releases,
             kubeconfig=os.path.abspath(os.path.expanduser(settings.kubeconfig)), context=settings.context,
-            depends_on=tuple(components[name] for name in AFTER.get(concern.name, ()) if name in components)))
+            depends_on=tuple(components[name] for name in AFTER.get(concern.name, ()) if name in components),
+            declared=declared))
+        declared = components[concern.name].declared
     pulumi.export("cluster", {name: {"objects": len(c.objects), "releases": sorted(c.releases)}
                               for name, c in components.items()})
     return components

@@ -15,13 +15,15 @@ class Mocks(pulumi.runtime.Mocks):
 
     `reads` holds "<type token>/<id>" of each read (a `<Resource>.get`): the program should make none.
     `retained` holds (type token, name) of each resource registered with retain_on_delete, as the SDK
-    sends it to the engine (the mocks' own arguments leave resource options out)."""
+    sends it to the engine (the mocks' own arguments leave resource options out), and `dependencies` what
+    each waits for, as (type token, name) pairs: the SDK's own expansion of depends_on."""
 
     def __init__(self):
         super().__init__()
         self.registered: list[pulumi.runtime.MockResourceArgs] = []
         self.reads: list[str] = []
         self.retained: set[tuple[str, str]] = set()
+        self.dependencies: dict[tuple[str, str], set[tuple[str, str]]] = {}
 
     def new_resource(self, args):
         if args.resource_id:  # a read of an existing object
@@ -38,9 +40,16 @@ MOCKS = Mocks()
 _register_resource = pulumi.runtime.mocks.MockMonitor.RegisterResource
 
 
+def _type_and_name(urn: str) -> tuple[str, str]:
+    """(type token, name) of a URN: urn:pulumi:<stack>::<project>::<parent types>$<type>::<name>."""
+    _, _, types, name = urn.split("::", 3)
+    return types.rsplit("$", 1)[-1], name
+
+
 def _register_recording_retention(monitor, request):
     if request.retainOnDelete:
         MOCKS.retained.add((request.type, request.name))
+    MOCKS.dependencies[(request.type, request.name)] = {_type_and_name(urn) for urn in request.dependencies}
     return _register_resource(monitor, request)
 
 
@@ -54,6 +63,7 @@ def _clean_slate():
     MOCKS.registered.clear()
     MOCKS.reads.clear()
     MOCKS.retained.clear()
+    MOCKS.dependencies.clear()
 
 
 @pytest.fixture

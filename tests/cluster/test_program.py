@@ -333,4 +333,41 @@ def test_concerns_wait_for_what_they_need_and_nothing_waits_for_the_node_patches
     for concern, before in AFTER.items():
         assert all(order.index(name) < order.index(concern) for name in before), concern
     assert all("nodes" not in before for before in AFTER.values())
-    assert "tenancy" in AFTER["networking"]  # NetworkAttachmentDefinitions live in the tenants' namespaces
+    assert "networking" not in AFTER  # the CNI's release waits for nothing
+
+
+def waits_for(mocks, kind: str, name: str) -> set[str]:
+    """What the resource of KIND and NAME was registered to wait for, as "Kind/name"."""
+    [deps] = [deps for (typ, n), deps in mocks.dependencies.items() if typ.rsplit(":", 1)[-1] == kind and n == name]
+    return {f"{typ.rsplit(':', 1)[-1]}/{n}" for typ, n in deps}
+
+
+def test_objects_wait_for_the_objects_they_name_and_nothing_else(mocks):
+    """A StorageClass or a NetworkAttachmentDefinition must not wait for Multus to run on every node: at
+    1,000 nodes that rollout takes the DaemonSet controller 50 s (README, benchmarks)."""
+    declared(mocks, shipped("example").path)
+    nad = "network-attachment-definitions.k8s.cni.cncf.io"
+    assert waits_for(mocks, "NetworkAttachmentDefinition", "inference/rdma-gpu-a100") == {
+        "Namespace/inference", f"CustomResourceDefinition/{nad}"}
+    assert waits_for(mocks, "DaemonSet", "k8s-node-pools-system/kube-multus-ds") == {
+        "Namespace/k8s-node-pools-system", "ServiceAccount/k8s-node-pools-system/multus",
+        "ConfigMap/k8s-node-pools-system/multus-daemon-config"}
+    assert waits_for(mocks, "ResourceQuota", "batch/batch") == {"Namespace/batch"}
+    assert waits_for(mocks, "StorageClass", "local-nvme") == set()
+    assert waits_for(mocks, "PriorityClass", "inference-high") == set()
+    # Custom resources whose definition a chart installs wait for the concern's releases.
+    assert "Release/volcano" in waits_for(mocks, "Queue", "batch")
+
+
+def test_releases_wait_for_pod_networking_and_their_namespace(mocks):
+    declared(mocks, shipped("example").path)
+    assert waits_for(mocks, "Release", "cilium") == set()  # the CNI waits for nothing
+    for release in ("volcano", "nvidia-device-plugin", "csi-driver-nfs"):
+        assert "DaemonSet/k8s-node-pools-system/kube-multus-ds" in waits_for(mocks, "Release", release), release
+    assert "Namespace/volcano-system" in waits_for(mocks, "Release", "volcano")
+    assert "Namespace/nvidia-gpu" in waits_for(mocks, "Release", "nvidia-device-plugin")
+
+
+def test_without_releases_custom_resources_wait_for_the_definitions_the_stack_declares(mocks):
+    declared(mocks, shipped("example").path, ClusterSettings(kubeconfig="x", helm_releases=False))
+    assert waits_for(mocks, "Queue", "batch") == {"CustomResourceDefinition/queues.scheduling.volcano.sh"}
