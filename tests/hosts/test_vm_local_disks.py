@@ -1,8 +1,13 @@
 """The local_disks role: on the emulated VM standing in for sb-mem-1, the memory pool's blank disk (by id,
 the kernel's /dev/vdb) is formatted with the pool's filesystem (labelled for its mount point), mounted at its mount path and in fstab by
-UUID, and a second run changes nothing; after the kernel's names of two disks swap (the VM booted with their
+UUID (that a second run changes nothing is part of test_vm_kernel.py's repair run, which runs every VM play and
+allows only the repaired tasks to change); after the kernel's names of two disks swap (the VM booted with their
 order reversed), a pool naming them by kernel name is refused and one naming them by /dev/disk/by-id is not; a disk holding a foreign filesystem or partition table is refused by name and left untouched (and
-formatted only when forced). Container hosts have no disks of their own: the role prepares none there."""
+formatted only when forced). Container hosts have no disks of their own: the role prepares none there.
+
+The renumbering is the VM tier's one power cycle, and it also proves that the kernel state comes back from the
+files alone: modules before systemd-sysctl applies the drop-in, the conntrack hash size from the module option,
+the pages from the sysctl, the pinning from the unit, with no Ansible after the boot."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, VM_STANDS_IN_FOR, run_vm_playbook, sandbox
+from vm_state import expected_state, live_state
 
 # The pool names the disk by id (its serial number); the kernel calls it vdb.
 DEVICE, KERNEL_NAME, MOUNT, FS_TYPE = "/dev/disk/by-id/virtio-k8s-data-1", "/dev/vdb", "/mnt/disks/vdb", "xfs"
@@ -60,14 +66,6 @@ def test_the_mount_is_in_fstab_by_uuid(vm_converged, vm):
                if line.strip() and not line.startswith("#")]
     assert [f"UUID={uuid}", MOUNT, FS_TYPE, "defaults,nofail", "0", "0"] in entries
     assert not any(entry[0] in (DEVICE, KERNEL_NAME) for entry in entries)  # by UUID only
-
-
-def test_a_second_run_changes_nothing(vm_converged, vm):
-    uuid = probe(vm)["UUID"]
-    run = run_vm_playbook("site.yml", *TAGS)
-    assert run.rc == 0, run.tail()
-    assert run.changed() == {}, run.tail()
-    assert probe(vm)["UUID"] == uuid
 
 
 # An MBR with one Linux partition (sectors 2048-6143): what blkid reports as PTTYPE=dos.
@@ -165,3 +163,13 @@ def test_by_id_names_follow_the_disks(renumbered: Any) -> None:
     assert run.rc == 0, run.tail()
     assert run.changed() == {}, run.describe_changes()
     assert vm.file("/mnt/swap-a/disk").content_string == "a\n"
+
+
+def test_the_power_cycle_brought_the_kernel_state_back_from_the_files(renumbered: Any) -> None:
+    vm = renumbered
+    assert vm.run("systemctl is-system-running --wait").stdout.strip() in ("running", "degraded")
+    assert live_state(vm) == expected_state(vm)
+    journal = vm.check_output("journalctl -b -u systemd-sysctl.service -u systemd-modules-load.service")
+    assert "Couldn't write" not in journal and "Failed" not in journal, journal
+    assert vm.service("k8s-node-pools-irq-affinity.service").is_enabled
+    assert vm.run("systemctl is-active k8s-node-pools-irq-affinity.service").stdout.strip() == "active"
