@@ -7,7 +7,7 @@
 #   ./dev.sh run ENV [FLAGS]  python -m infra run inventories/ENV FLAGS: check, plan, fit, render; --hosts,
 #                          --real-cluster, --all (both), --keep-hosts (a warm re-run) add the later stages
 #   ./dev.sh test [ARGS]   the Go tools (once), ruff, mypy, yamllint, ansible-lint, then the whole test
-#                          suite (ARGS go to pytest)
+#                          suite (ARGS go to pytest; the VM tier runs beside the rest unless ARGS name tests)
 #   ./dev.sh bench [ARGS]  check + plan benchmark on generated environments (figures only)
 #   ./dev.sh tools [--print-path]  build the pinned Go tools into the user's cache (or print their bin folders)
 #   ./dev.sh cluster up|down|status|kubeconfig  a local control plane on 127.0.0.1 from those tools
@@ -36,6 +36,13 @@ setup() {
     exit 2
   fi
   echo "$want" >"$stamp"
+}
+
+# Whether pytest's arguments name tests (a file, folder or node id): then they run as asked, in one run.
+names_tests() {
+  local arg
+  for arg in "$@"; do [[ $arg != -* && -e ${arg%%::*} ]] && return 0; done
+  return 1
 }
 
 # One step of the test command, announced, then timed: CI shows where its budget goes.
@@ -76,7 +83,23 @@ case "$command" in
     timed "yamllint ansible/ tests/hosts/" "$VENV/bin/yamllint" --strict ansible/ tests/hosts/
     timed "ansible-lint (production profile)" env PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/ansible-lint" --nocolor -q
     # pytest ends with the time of each tier (tests/conftest.py), then its own closing line.
-    exec "$VENV/bin/python" -m pytest "$@"
+    names_tests "$@" && exec "$VENV/bin/python" -m pytest "$@"
+    # The whole suite: the VM tier (tests/hosts/test_vm_*.py, half an hour of software emulation that
+    # keeps about one core busy) runs beside the rest, which never touches the VM, as the VM tier never
+    # touches the container hosts; one after the other left a core idle for that half hour.
+    mkdir -p .state
+    echo "dev.sh: the VM tier runs beside the rest: tail -f .state/vm-tier.log" >&2
+    "$VENV/bin/python" -m pytest -p no:cacheprovider "$@" tests/hosts/test_vm_*.py >.state/vm-tier.log 2>&1 &
+    vm_tier=$!
+    rest=0
+    "$VENV/bin/python" -m pytest --ignore-glob='tests/hosts/test_vm_*.py' "$@" || rest=$?
+    vm=0
+    wait "$vm_tier" || vm=$?
+    echo "dev.sh: the VM tier (.state/vm-tier.log):" >&2
+    cat .state/vm-tier.log
+    echo "dev.sh: the rest $( ((rest == 0)) && echo passed || echo "failed (pytest exit $rest)"), the VM tier" \
+      "$( ((vm == 0)) && echo passed || echo "failed (pytest exit $vm)")" >&2
+    exit $((rest != 0 ? rest : vm))
     ;;
   bench)
     setup

@@ -44,6 +44,8 @@ _STARTED = time.monotonic()
 
 def tier_of(nodeid: str) -> str:
     parts = Path(nodeid.split("::")[0]).parts
+    if parts[:2] == ("tests", "hosts") and parts[-1].startswith("test_vm_"):
+        return "tests/hosts (VM)"  # the emulated VM's modules: ./dev.sh test runs them beside the rest
     return f"tests/{parts[1]}" if len(parts) > 2 and parts[0] == "tests" else "tests/test_*.py"
 
 

@@ -1,8 +1,10 @@
 """The supported Python versions are those ansible-core 2.19 supports (3.11-3.13), everywhere they are named."""
 
 import re
+import subprocess
 import tomllib
 
+import pytest
 from inventory_builder import ROOT
 from packaging.specifiers import SpecifierSet
 
@@ -41,3 +43,23 @@ def test_a_run_ends_with_the_time_of_each_tier_it_ran_then_pytests_closing_line(
     tiers = [line.split()[0] for line in lines[header + 1:-1]]
     assert tiers == ["tests/knowledge", "tests/model", "whole"], lines[header:]
     assert re.fullmatch(r"\d+ passed in [\d.]+s(?: \(.*\))?", lines[-1]), lines[-1]
+
+
+def test_the_vm_modules_are_a_tier_of_their_own():
+    from conftest import tier_of
+
+    assert tier_of("tests/hosts/test_vm_kernel.py::test_x") == "tests/hosts (VM)"
+    assert tier_of("tests/hosts/test_base.py::test_x[sb-cpu-1]") == "tests/hosts"
+    assert tier_of("tests/test_cli.py::test_x") == "tests/test_*.py"
+
+
+@pytest.mark.parametrize(("args", "names"), [
+    ((), False), (("-q",), False), (("-q", "-k", "fit"), False), (("-x", "--durations=25"), False),
+    (("tests/spec",), True), (("-q", "tests/hosts/test_vm_kernel.py::test_live_kernel_state_matches_the_pool"), True),
+    (("tests/test_cli.py",), True)])
+def test_the_test_command_splits_off_the_vm_tier_only_for_the_whole_suite(args, names):
+    """./dev.sh test runs the VM tier beside the rest only when pytest's arguments name no tests."""
+    dev = (ROOT / "dev.sh").read_text()
+    function = dev[dev.index("names_tests() {"):dev.index("\n}\n", dev.index("names_tests() {")) + 3]
+    done = subprocess.run(["bash", "-c", f'{function}\nnames_tests "$@"', "names_tests", *args], cwd=ROOT, check=False)
+    assert (done.returncode == 0) == names

@@ -82,7 +82,7 @@ Commands:
 
 Environment: SANDBOX_SUITE (bookworm), SANDBOX_MIRROR, SANDBOX_HOST_BOOT_TIMEOUT (s, $HOST_BOOT_TIMEOUT), SANDBOX_VM_MEMORY (MiB, $VM_MEMORY),
 SANDBOX_VM_BOOT_TIMEOUT (s, $VM_BOOT_TIMEOUT), SANDBOX_VM_DATA_DISK_SIZE ($VM_DATA_DISK_SIZE), SANDBOX_VM_ACCEL ($VM_ACCEL), SANDBOX_VM_CPU ($VM_CPU), SANDBOX_STATE (.state),
-SANDBOX_IMAGE_CACHE (~/.cache/k8s-node-pools/sandbox: the host rootfs tar, shared by checkouts).
+SANDBOX_IMAGE_CACHE (~/.cache/k8s-node-pools/sandbox: the host rootfs tar and the VM image, shared by checkouts).
 EOF
 }
 
@@ -132,7 +132,11 @@ pm() { podman "$@"; }
 
 ssh_key() {
   mkdir -p "$HOSTS_DIR"
-  [[ -f $HOSTS_DIR/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N '' -C sandbox -f "$HOSTS_DIR/id_ed25519"
+  # Locked: `up` and `vm-up` may start at once (./dev.sh test runs the VM tier beside the rest).
+  (
+    flock 9
+    [[ -f $HOSTS_DIR/id_ed25519 ]] || ssh-keygen -q -t ed25519 -N '' -C sandbox -f "$HOSTS_DIR/id_ed25519"
+  ) 9>"$HOSTS_DIR/.id_ed25519.lock"
 }
 
 SSH_OPTS=(-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o BatchMode=yes
@@ -189,7 +193,7 @@ cmd_image() {
     build_rootfs "$HOST_PACKAGES" "$tar.$$.partial" tar
     mv "$tar.$$.partial" "$tar"
     rm -f "$IMAGES_DIR"/host-*.tar.partial
-    find "$IMAGES_DIR" -name 'host-*.tar' ! -name "${tar##*/}" -delete # older recipes' rootfs
+    find "$IMAGES_DIR" -maxdepth 1 -name 'host-*.tar' ! -name "${tar##*/}" -delete # older recipes' rootfs
     done_step "$(du -h "$tar" | cut -f1) tar"
   fi
   step "import it as $tag"
@@ -364,39 +368,66 @@ cmd_status() {
 vm_running() { [[ -f $VM_DIR/qemu.pid ]] && kill -0 "$(cat "$VM_DIR/qemu.pid")" 2>/dev/null; }
 vm_name() { cat "$VM_DIR/name" 2>/dev/null || echo "$VM_DEFAULT_NAME"; }
 
+# The VM's image, keyless, is built once per recipe into the image cache (IMAGES_DIR, beside the hosts'
+# rootfs tar) and shared by checkouts; each checkout copies it (sparse, seconds) and writes its own ssh
+# key into the copy with debugfs, without mounting anything.
 vm_image() {
-  need mmdebstrap qemu-img mkfs.ext4
+  need mmdebstrap qemu-img mkfs.ext4 debugfs
   ssh_key
-  local h base
-  h=$( (recipe "$VM_PACKAGES"; cat "$HOSTS_DIR/id_ed25519.pub") | sha256sum | cut -c1-12)
-  base=$VM_DIR/base-$h
+  local h cached base
+  h=$( (recipe "$VM_PACKAGES"; declare -f vm_build_image) | sha256sum | cut -c1-12)
+  cached=$IMAGES_DIR/vm-$h
+  base=$VM_DIR/base-$h-$(sha256sum <"$HOSTS_DIR/id_ed25519.pub" | cut -c1-8)
   if [[ -f $base.raw ]]; then
     echo "==> VM image $h is current"
     VM_BASE=$base
     return
   fi
+  if [[ -f $cached.raw ]]; then
+    echo "==> VM image $h is cached (${cached%/*})"
+  else
+    vm_build_image "$cached"
+  fi
+  step "copy it into ${VM_DIR#"$ROOT"/} with this checkout's ssh key"
   mkdir -p "$VM_DIR"
-  rm -rf "$VM_DIR"/base-* # an older recipe's image
-  step "build the VM rootfs with mmdebstrap (+ linux-image-amd64)"
-  build_rootfs "$VM_PACKAGES" "$base.root" directory
-  done_step "$(du -sh "$base.root" | cut -f1)"
-  step "make its ext4 image (the base every boot overlays)"
-  cp "$HOSTS_DIR/id_ed25519.pub" "$base.root/root/.ssh/authorized_keys"
-  printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$base.root/etc/fstab"
-  printf '%s\n' "$VM_DEFAULT_NAME" >"$base.root/etc/hostname"
-  printf '[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n' >"$base.root/etc/systemd/network/10-dhcp.network"
-  ln -sf /lib/systemd/system/systemd-networkd.service \
-    "$base.root/etc/systemd/system/multi-user.target.wants/systemd-networkd.service"
-  local kernels=("$base.root"/boot/vmlinuz-*) initrds=("$base.root"/boot/initrd.img-*)
-  cp "${kernels[-1]}" "$base.vmlinuz"
-  cp "${initrds[-1]}" "$base.initrd"
-  # A sparse raw file as the read-only base; each boot writes to its own qcow2 overlay.
-  truncate -s 4G "$base.raw.partial"
-  mkfs.ext4 -q -F -L root -d "$base.root" "$base.raw.partial"
+  rm -rf "$VM_DIR"/base-* # an older recipe's or key's image
+  cp --sparse=always "$cached.raw" "$base.raw.partial"
+  printf '%s\n' "write $HOSTS_DIR/id_ed25519.pub /root/.ssh/authorized_keys" \
+    "sif /root/.ssh/authorized_keys uid 0" "sif /root/.ssh/authorized_keys gid 0" \
+    "sif /root/.ssh/authorized_keys mode 0100600" | debugfs -w -f - "$base.raw.partial" >/dev/null 2>&1
+  [[ $(debugfs -R "cat /root/.ssh/authorized_keys" "$base.raw.partial" 2>/dev/null) == "$(cat "$HOSTS_DIR/id_ed25519.pub")" ]] ||
+    die "could not write the ssh key into the VM image $base.raw.partial (debugfs)"
+  cp "$cached.vmlinuz" "$base.vmlinuz"
+  cp "$cached.initrd" "$base.initrd"
   mv "$base.raw.partial" "$base.raw"
-  rm -rf "$base.root"
-  done_step "$(du -h "$base.raw" | cut -f1) used of 4G"
+  done_step
   VM_BASE=$base
+}
+
+vm_build_image() { # $1 = its path in the cache, without suffix
+  # The tree is built in this checkout's state (mmdebstrap mounts /proc in it), the image written to the cache.
+  local out=$1 root=$VM_DIR/rootfs.$$
+  mkdir -p "${out%/*}" "$VM_DIR"
+  step "build the VM rootfs with mmdebstrap (+ linux-image-amd64)"
+  build_rootfs "$VM_PACKAGES" "$root" directory
+  done_step "$(du -sh "$root" | cut -f1)"
+  step "make its ext4 image (the base every boot overlays)"
+  mkdir -p -m 700 "$root/root/.ssh"
+  printf '/dev/vda / ext4 rw,errors=remount-ro 0 1\n' >"$root/etc/fstab"
+  printf '%s\n' "$VM_DEFAULT_NAME" >"$root/etc/hostname"
+  printf '[Match]\nName=en* eth*\n[Network]\nDHCP=yes\n' >"$root/etc/systemd/network/10-dhcp.network"
+  ln -sf /lib/systemd/system/systemd-networkd.service \
+    "$root/etc/systemd/system/multi-user.target.wants/systemd-networkd.service"
+  local kernels=("$root"/boot/vmlinuz-*) initrds=("$root"/boot/initrd.img-*)
+  cp "${kernels[-1]}" "$out.vmlinuz"
+  cp "${initrds[-1]}" "$out.initrd"
+  # A sparse raw file as the read-only base; each boot writes to its own qcow2 overlay.
+  truncate -s 4G "$out.raw.$$.partial"
+  mkfs.ext4 -q -F -L root -d "$root" "$out.raw.$$.partial"
+  mv "$out.raw.$$.partial" "$out.raw"
+  rm -rf "$root"
+  find "${out%/*}" -maxdepth 1 -name 'vm-*' ! -name "${out##*/}.*" -delete # older recipes' images
+  done_step "$(du -h "$out.raw" | cut -f1) used of 4G"
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

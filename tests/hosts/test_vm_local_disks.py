@@ -3,7 +3,7 @@ the kernel's /dev/vdb) is formatted with the pool's filesystem (labelled for its
 UUID (that a second run changes nothing is part of test_vm_kernel.py's repair run, which runs every VM play and
 allows only the repaired tasks to change); after the kernel's names of two disks swap (the VM booted with their
 order reversed), a pool naming them by kernel name is refused and one naming them by /dev/disk/by-id is not; a disk holding a foreign filesystem or partition table is refused by name and left untouched (and
-formatted only when forced). Container hosts have no disks of their own: the role prepares none there.
+formatted only when forced). Container hosts have no disks of their own (test_local_disks.py).
 
 The renumbering is the VM tier's one power cycle, and it also proves that the kernel state comes back from the
 files alone: modules before systemd-sysctl applies the drop-in, the conntrack hash size from the module option,
@@ -79,34 +79,27 @@ FOREIGN = {
 }
 
 
-@pytest.mark.parametrize("what", list(FOREIGN))
-def test_a_disk_holding_something_else_is_refused_and_left_untouched(vm_converged, vm, what):
-    make, shown = FOREIGN[what]
-    assert vm.run(f"umount {MOUNT} && wipefs --all --quiet {DEVICE}").rc == 0
-    assert vm.run(make).rc == 0
-    before = probe(vm)
-    assert shown.split("=")[1] in before.values()
+def test_a_disk_holding_something_else_is_refused_and_left_untouched(vm_converged, vm):
+    """Each foreign signature in turn is refused and left as it was; then, told to, the role wipes the disk
+    and makes the pool's filesystem: the host is back to its converged state."""
+    for what, (make, shown) in FOREIGN.items():
+        assert vm.run(f"umount -q {MOUNT}; wipefs --all --quiet {DEVICE}").rc == 0, what
+        assert vm.run(make).rc == 0, what
+        before = probe(vm)
+        assert shown.split("=")[1] in before.values(), what
 
-    run = run_vm_playbook("site.yml", *TAGS)
-    assert run.rc != 0
-    assert f"{DEVICE} on {VM_STANDS_IN_FOR} already holds" in run.output and shown in run.output
-    assert "no disk was changed" in run.output
-    assert probe(vm) == before  # the same signature, the same UUID: not touched
-    assert not vm.mount_point(MOUNT).exists
+        run = run_vm_playbook("site.yml", *TAGS)
+        assert run.rc != 0, what
+        assert f"{DEVICE} on {VM_STANDS_IN_FOR} already holds" in run.output and shown in run.output, what
+        assert "no disk was changed" in run.output, what
+        assert probe(vm) == before, what  # the same signature, the same UUID: not touched
+        assert not vm.mount_point(MOUNT).exists, what
 
-    # Told to, the role wipes it and makes the pool's filesystem: the host is back to its converged state.
     forced = run_vm_playbook("site.yml", *TAGS, "-e", '{"local_disks_force": true}')
     assert forced.rc == 0, forced.tail()
     after = probe(vm)
     assert after["TYPE"] == FS_TYPE and after["LABEL"] == LABEL and "PTTYPE" not in after
     assert vm.mount_point(MOUNT).exists
-
-
-@pytest.mark.parametrize("name", ["sb-cpu-1", "sb-gpu-1", "sb-mem-1", "sb-mig-1"])
-def test_container_hosts_prepare_no_disks(converged, host, name):
-    assert f"local_disks: no disks to prepare on {name}" in converged.output
-    assert not host(name).file(MOUNT).exists
-    assert MOUNT not in host(name).file("/etc/fstab").content_string
 
 
 # Two small disks with serial numbers the VM can boot in either order (tests/hosts/sandbox.sh vm-restart
