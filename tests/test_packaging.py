@@ -45,9 +45,11 @@ def test_a_run_ends_with_the_time_of_each_tier_it_ran_then_pytests_closing_line(
     assert re.fullmatch(r"\d+ passed in [\d.]+s(?: \(.*\))?", lines[-1]), lines[-1]
 
 
-def test_the_vm_modules_are_a_tier_of_their_own():
-    from conftest import tier_of
-
+def test_the_vm_modules_are_a_tier_of_their_own(request):
+    # tests/conftest.py as pytest loaded it (`import conftest` finds whichever folder's came first)
+    root = next(plugin for plugin in request.config.pluginmanager.get_plugins()
+                if getattr(plugin, "__file__", None) == str(ROOT / "tests" / "conftest.py"))
+    tier_of = root.tier_of
     assert tier_of("tests/hosts/test_vm_kernel.py::test_x") == "tests/hosts (VM)"
     assert tier_of("tests/hosts/test_base.py::test_x[sb-cpu-1]") == "tests/hosts"
     assert tier_of("tests/test_cli.py::test_x") == "tests/test_*.py"

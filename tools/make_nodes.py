@@ -5,10 +5,8 @@
 One Node per pool host: the labels a kubelet may set on itself and the pool's taints
 (`infra.cluster.nodes.kubelet_registration`, what the host layer gives the kubelet at join); capacity and
 allocatable as infra.model.capacity computes them for the host (CPU, memory, pods, hugepages, the GPU or MIG
-extended resources the device plugin advertises); status Ready. Every kubelet also reports its root
-filesystem as ephemeral-storage, which the spec does not model: each Node gets ROOT_DISK_GIB, allocatable
-less the kubelet's nodefs.available hard-eviction threshold (the LimitRanges give every tenant container an
-ephemeral-storage request, so a Node without it would take no tenant pod). The labels the kubelet may not set are
+extended resources the device plugin advertises, and the root disk as ephemeral-storage, allocatable less the
+kubelet's nodefs.available hard-eviction threshold); status Ready. The labels the kubelet may not set are
 left to the cluster layer (`pulumi up`). Stdlib only: the admin kubeconfig's client certificate over TLS.
 An existing Node keeps its metadata and spec; its status is written again.
 """
@@ -33,23 +31,11 @@ sys.path.insert(0, str(ROOT))
 from infra.cluster.nodes import kubelet_registration  # noqa: E402
 from infra.knowledge.units import GIB  # noqa: E402
 from infra.model.capacity import host_capacity  # noqa: E402
-from infra.model.kubelet import eviction_hard  # noqa: E402
 from infra.model.resolve import resolve  # noqa: E402
 from infra.spec import load_environment  # noqa: E402
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-ROOT_DISK_GIB = 100
 PARALLEL = 8  # Nodes registered at a time
-"""The root filesystem every Node reports (the spec has no root disk size): a common VM image disk."""
-
-
-def _ephemeral_allocatable(capacity: Decimal, threshold: str) -> Decimal:
-    """Allocatable ephemeral-storage: capacity less the nodefs.available threshold ("10%" or a quantity)."""
-    if threshold.endswith("%"):
-        return capacity * (1 - Decimal(threshold[:-1]) / 100)
-    from infra.knowledge.units import parse_quantity
-
-    return capacity - parse_quantity(threshold)
 
 
 def _milli(cores: Decimal) -> str:
@@ -71,12 +57,10 @@ def nodes(inventory: str) -> list[dict[str, Any]]:
         one = host_capacity(view.env.cluster, pool, resolved.machine)
         extra = {k: _bytes(v) for k, v in one.hugepages.items()}
         extra.update({k: str(v) for k, v in sorted(one.gpu_resources.items())})
-        disk = Decimal(ROOT_DISK_GIB) * GIB
-        nodefs = eviction_hard(pool.vars).get("nodefs.available", "0%")
         capacity = {"cpu": str(one.cpus), "memory": _bytes(one.memory_gib * GIB), "pods": str(one.max_pods),
-                    "ephemeral-storage": _bytes(disk), **extra}
+                    "ephemeral-storage": _bytes(one.ephemeral_storage), **extra}
         allocatable = {"cpu": _milli(one.allocatable_cpu), "memory": _bytes(one.allocatable_memory_gib * GIB),
-                       "pods": str(one.max_pods), "ephemeral-storage": _bytes(_ephemeral_allocatable(disk, nodefs)),
+                       "pods": str(one.max_pods), "ephemeral-storage": _bytes(one.allocatable_ephemeral_storage),
                        **extra}
         registration = kubelet_registration(view, name)
         labels = {**registration["node_labels"], HOSTNAME_LABEL: name,

@@ -186,7 +186,8 @@ class _Kinds:
 
 def _offered(one: HostCapacity) -> dict[str, Decimal]:
     """What one node offers a single pod, in the units of Demand.requests."""
-    offered = {"cpu": one.allocatable_cpu, "memory": one.allocatable_memory_gib * GIB}
+    offered = {"cpu": one.allocatable_cpu, "memory": one.allocatable_memory_gib * GIB,
+               "ephemeral-storage": one.allocatable_ephemeral_storage}
     offered.update(one.hugepages)
     offered.update({name: Decimal(count) for name, count in one.gpu_resources.items()})
     return offered

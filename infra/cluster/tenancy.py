@@ -46,10 +46,10 @@ from infra.cluster.nodes import POOL_LABEL
 from infra.cluster.objects import LABEL_PREFIX, SYSTEM_NAMESPACE, Concern, Obj, key, obj
 from infra.knowledge.chart_values import chart_values
 from infra.knowledge.platform import platform
-from infra.knowledge.units import parse_quantity
 from infra.model.capacity import SHARED_GPU
 from infra.model.resolve import Resolved
-from infra.spec.models import LimitRangeSpec, PriorityClass, Tenant
+from infra.model.workloads import ephemeral_storage_defaults
+from infra.spec.models import PriorityClass, Tenant
 
 TENANT_LABEL = f"{LABEL_PREFIX}/tenant"
 TIER_LABEL = f"{LABEL_PREFIX}/tier"
@@ -122,39 +122,6 @@ def resource_quota(name: str, tenant: Tenant) -> Obj:
     """
     hard = {k: str(v) for k, v in sorted(tenant.quota.items())}
     return obj("v1", "ResourceQuota", name, namespace=name, labels={TENANT_LABEL: name}, spec={"hard": hard})
-
-
-def _larger(a: str, b: str) -> bool:
-    return parse_quantity(a) > parse_quantity(b)
-
-
-def ephemeral_storage_defaults(spec: LimitRangeSpec | None) -> tuple[str, str]:
-    """(default limit, default request) of ephemeral-storage for a tenant's containers.
-
-    The tenant's own values win; platform.yml fills what it leaves out, kept consistent with what it
-    sets, since the API server refuses a LimitRange whose default exceeds its max or whose default
-    request exceeds its default: a missing default limit is at least the tenant's request and at most
-    its max; a missing default request is at most the limit, and equals it where the tenant's
-    max_limit_request_ratio would refuse the platform's request.
-    """
-    facts = platform().tenant_ephemeral_storage
-    limit = spec.default.get(EPHEMERAL_STORAGE) if spec else None
-    request = spec.default_request.get(EPHEMERAL_STORAGE) if spec else None
-    maximum = spec.max.get(EPHEMERAL_STORAGE) if spec else None
-    ratio = spec.max_limit_request_ratio.get(EPHEMERAL_STORAGE) if spec else None
-    if limit is None:
-        limit = facts.default
-        if request is not None and _larger(request, limit):
-            limit = request
-        if maximum is not None and _larger(limit, maximum):
-            limit = maximum
-    if request is None:
-        request = facts.default_request
-        if _larger(request, limit):
-            request = limit
-        if ratio is not None and parse_quantity(limit) > parse_quantity(ratio) * parse_quantity(request):
-            request = limit
-    return limit, request
 
 
 def limit_range(name: str, tenant: Tenant) -> Obj:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal
 
 from infra.knowledge.units import GIB
-from infra.model.kubelet import HUGEPAGE_BYTES, kubelet_settings
+from infra.model.kubelet import HUGEPAGE_BYTES, kubelet_settings, threshold_bytes
 from infra.model.mig import mig_resource_name
 from infra.model.resolve import Resolved
 from infra.spec import Host, Pool
@@ -37,12 +37,15 @@ class HostCapacity:
     gpus: int
     gpu_resources: dict[str, int]
     hugepages: dict[str, Decimal]  # "hugepages-1Gi" -> bytes, as the kubelet advertises them
+    ephemeral_storage: Decimal  # bytes: the root disk, the kubelet's capacity
+    allocatable_ephemeral_storage: Decimal  # bytes: less the nodefs.available hard-eviction threshold
 
 
 def host_capacity(cluster: ClusterVars, pool: Pool, machine: Machine) -> HostCapacity:
     kubelet = kubelet_settings(cluster, pool.vars, machine)
     memory = Decimal(machine.memory_gib) * GIB
     hugepages = kubelet.hugepages_bytes
+    disk = Decimal(machine.root_disk_gib) * GIB
     return HostCapacity(
         cpus=machine.cpus,
         cores=machine.cores,
@@ -55,6 +58,8 @@ def host_capacity(cluster: ClusterVars, pool: Pool, machine: Machine) -> HostCap
         gpu_resources=gpu_resources(pool, machine.gpu_count),
         hugepages={f"hugepages-{size}": Decimal(HUGEPAGE_BYTES[size] * count)
                    for size, count in kubelet.hugepages.items() if count},
+        ephemeral_storage=disk,
+        allocatable_ephemeral_storage=disk - threshold_bytes(kubelet.eviction_hard.get("nodefs.available", "0"), disk),
     )
 
 
@@ -81,6 +86,7 @@ class PoolCapacity:
     hugepages_gib: Decimal = Decimal(0)
     allocatable_cpu: Decimal = Decimal(0)
     allocatable_memory_gib: Decimal = Decimal(0)
+    allocatable_ephemeral_storage: Decimal = Decimal(0)  # bytes
     pods: int = 0
     gpus: int = 0
     gpu_resources: Counter[str] = field(default_factory=Counter)
@@ -89,11 +95,14 @@ class PoolCapacity:
     yearly_cost: Decimal = Decimal(0)
 
     def resource(self, name: str) -> Decimal:
-        """Schedulable amount of a resource: "cpu" (cores), "memory" and hugepages (bytes), or an extended one."""
+        """Schedulable amount of a resource: "cpu" (cores), "memory", "ephemeral-storage" and hugepages (bytes), or
+        an extended one."""
         if name == "cpu":
             return self.allocatable_cpu
         if name == "memory":
             return self.allocatable_memory_gib * GIB
+        if name == "ephemeral-storage":
+            return self.allocatable_ephemeral_storage
         if name.startswith("hugepages-"):
             return Decimal(self.hugepages.get(name, 0))
         return Decimal(self.gpu_resources.get(name, 0))
@@ -124,6 +133,7 @@ def pool_capacity(view: Resolved, pool: Pool) -> PoolCapacity:
             # a negative allocatable (an error finding) counts as none
             allocatable_cpu=max(one.allocatable_cpu, Decimal(0)) * count,
             allocatable_memory_gib=max(one.allocatable_memory_gib, Decimal(0)) * count,
+            allocatable_ephemeral_storage=max(one.allocatable_ephemeral_storage, Decimal(0)) * count,
             pods=one.max_pods * count, gpus=one.gpus * count,
             gpu_resources=Counter({k: v * count for k, v in one.gpu_resources.items()}),
             hugepages=Counter({k: v * count for k, v in one.hugepages.items()}),

@@ -6,7 +6,8 @@ read workloads through this module only, so the three cannot disagree about what
 
 - Requests and limits are defaulted as the API server and the LimitRanger admission plugin do it: a
   missing request takes the written limit; then the tenant's LimitRange fills what is still missing
-  (defaultRequest, which itself defaults to `default`, which defaults to `max`).
+  (defaultRequest, which itself defaults to `default`, which defaults to `max`), ephemeral-storage
+  included: the cluster layer gives every tenant's LimitRange a default for it (platform.yml).
 - A GPU need becomes one extended resource, because a pod names exactly one: `whole` is
   nvidia.com/gpu, `mig` nvidia.com/mig-<profile>, `shared` nvidia.com/gpu.shared, and `memory` the
   smallest device with enough memory that the tenant's pools offer (a MIG instance before a whole card
@@ -26,14 +27,15 @@ from decimal import Decimal
 
 from infra.knowledge.chart_values import chart_values
 from infra.knowledge.gpus import gpu_models
+from infra.knowledge.platform import platform
 from infra.knowledge.units import parse_quantity
 from infra.model.capacity import SHARED_GPU, WHOLE_GPU, gpu_resources
 from infra.model.mig import mig_resource_name
 from infra.model.resolve import Resolved
 from infra.spec import Environment, Pool
-from infra.spec.models import GpuNeed, Tenant, Workload
+from infra.spec.models import GpuNeed, LimitRangeSpec, Tenant, Workload
 
-COMPUTE_RESOURCES = ("cpu", "memory", "hugepages-2Mi", "hugepages-1Gi")
+COMPUTE_RESOURCES = ("cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "hugepages-1Gi")
 _MIG_MEMORY = re.compile(r"^nvidia\.com/mig-\d+g\.(\d+)gb(\.me)?$")
 
 
@@ -90,6 +92,40 @@ def serves(offer: Offer, need: GpuNeed, resource: str) -> bool:
     return offer.resource == resource and (need.model is None or offer.model == need.model)
 
 
+def _larger(a: str, b: str) -> bool:
+    return parse_quantity(a) > parse_quantity(b)
+
+
+def ephemeral_storage_defaults(spec: LimitRangeSpec | None) -> tuple[str, str]:
+    """(default limit, default request) of ephemeral-storage in a tenant's LimitRange (infra.cluster.tenancy
+    adds them to every tenant's), so every container has a scratch-space request and limit.
+
+    The tenant's own values win; platform.yml fills what it leaves out, kept consistent with what it
+    sets, since the API server refuses a LimitRange whose default exceeds its max or whose default
+    request exceeds its default: a missing default limit is at least the tenant's request and at most
+    its max; a missing default request is at most the limit, and equals it where the tenant's
+    max_limit_request_ratio would refuse the platform's request.
+    """
+    facts = platform().tenant_ephemeral_storage
+    limit = spec.default.get("ephemeral-storage") if spec else None
+    request = spec.default_request.get("ephemeral-storage") if spec else None
+    maximum = spec.max.get("ephemeral-storage") if spec else None
+    ratio = spec.max_limit_request_ratio.get("ephemeral-storage") if spec else None
+    if limit is None:
+        limit = facts.default
+        if request is not None and _larger(request, limit):
+            limit = request
+        if maximum is not None and _larger(limit, maximum):
+            limit = maximum
+    if request is None:
+        request = facts.default_request
+        if _larger(request, limit):
+            request = limit
+        if ratio is not None and parse_quantity(limit) > parse_quantity(ratio) * parse_quantity(request):
+            request = limit
+    return limit, request
+
+
 def defaulted(workload: Workload, tenant: Tenant) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
     """Requests and limits per replica as admitted: the written request, else the written limit, else the
     tenant's LimitRange (defaultRequest, else default, else max); limits from `default`, else `max`."""
@@ -99,6 +135,7 @@ def defaulted(workload: Workload, tenant: Tenant) -> tuple[dict[str, Decimal], d
     if limit_range is not None:
         default_limit = {**limit_range.max, **limit_range.default}
         default_request = {**default_limit, **limit_range.default_request}
+    default_limit["ephemeral-storage"], default_request["ephemeral-storage"] = ephemeral_storage_defaults(limit_range)
     written_requests = {str(key): value for key, value in workload.requests.items()}
     written_limits = {str(key): value for key, value in workload.limits.items()}
     requests: dict[str, Decimal] = {}

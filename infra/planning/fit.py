@@ -65,6 +65,7 @@ def node_objects(view: Resolved) -> list[Obj]:
                 one = host_capacity(env.cluster, pool, resolved.machine)
                 allocatable = {"cpu": _cpu(max(one.allocatable_cpu, Decimal(0))),
                                "memory": _count(max(one.allocatable_memory_gib, Decimal(0)) * GIB),
+                               "ephemeral-storage": _count(max(one.allocatable_ephemeral_storage, Decimal(0))),
                                "pods": str(one.max_pods)}
                 allocatable.update({name: _count(amount) for name, amount in one.hugepages.items()})
                 allocatable.update({name: str(count) for name, count in sorted(one.gpu_resources.items())})

@@ -140,6 +140,9 @@ class Machine(Strict):
     memory_gib: int = Field(ge=1, le=65536)
     gpu_model: str | None = Field(None, description="a name from infra/knowledge/gpus.yml")
     gpu_count: int = Field(0, ge=0, le=16)
+    root_disk_gib: int = Field(100, ge=1, le=1_048_576,
+                               description="the disk holding /var/lib/kubelet and the container images: the kubelet "
+                                           "reports it as ephemeral-storage, less its nodefs.available threshold")
     gpu_interconnect: Literal["nvswitch", "nvlink", "pcie"] | None = Field(
         None, description="nvswitch: NVLink through NVSwitch (HGX/DGX 8-GPU boards; needs nvidia-fabricmanager), "
                           "nvlink: cards linked directly or by bridges, pcie: no NVLink")
@@ -577,7 +580,7 @@ class HostVars(Strict):
 
 
 WORKLOADS_KEY = "workloads"
-WorkloadResource = Literal["cpu", "memory", "hugepages-2Mi", "hugepages-1Gi"]
+WorkloadResource = Literal["cpu", "memory", "ephemeral-storage", "hugepages-2Mi", "hugepages-1Gi"]
 _MIG_PROFILE = re.compile(r"^[1-8]g\.[0-9]+gb(\+me)?$")
 
 

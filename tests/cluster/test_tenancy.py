@@ -34,6 +34,7 @@ from infra.knowledge.platform import Platform, platform
 from infra.knowledge.units import parse_quantity
 from infra.model.capacity import SHARED_GPU, WHOLE_GPU
 from infra.model.resolve import resolve
+from infra.model.workloads import ephemeral_storage_defaults
 from infra.spec import load_environment
 from infra.spec.loader import SpecError
 from infra.spec.models import LimitRangeSpec
@@ -240,7 +241,7 @@ PLATFORM_REQUEST = platform().tenant_ephemeral_storage.default_request
 ])
 def test_ephemeral_storage_defaults(spec, expected):
     model = None if spec is None else LimitRangeSpec.model_validate(spec)
-    limit, request = tenancy.ephemeral_storage_defaults(model)
+    limit, request = ephemeral_storage_defaults(model)
     assert (limit, request) == expected
     # what the API server demands of a LimitRange: defaultRequest <= default <= max, default/defaultRequest <= ratio
     assert q(request) <= q(limit)

@@ -76,7 +76,7 @@ def test_pods_name_the_pools_that_serve_them_and_tolerate_exactly_their_taints()
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
         {"key": "workload-profile", "operator": "Equal", "value": "gpu-offline", "effect": "NoSchedule"}]
     assert embed["containers"][0]["resources"]["requests"] == {"cpu": "2000m", "memory": str(8 * 2**30),
-                                                               "nvidia.com/gpu.shared": "1"}
+                                                               "ephemeral-storage": str(256 * 2**20), "nvidia.com/gpu.shared": "1"}
     runner = pods["batch/ci-runner-0"]["spec"]  # the same tenant's CPU-only job goes to its CPU pool only
     assert runner["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["cpu_general"]
@@ -138,6 +138,22 @@ def test_hugepages_are_a_resource_of_the_node(inventory, write):
     assert "1 Insufficient hugepages-1Gi" in by_name(data)["cache/w"]["unplaced"][0]["reason"]
 
 
+def test_ephemeral_storage_is_a_resource_of_the_node(inventory, write):
+    # A 2 GiB root disk less the kubelet's nodefs.available 10%: 1.8 GiB, seven of the LimitRange's 256Mi
+    # scratch requests per node, so the two cpu nodes take 14 of 16 tiny pods.
+    env = env_with(write, inventory, workload(replicas=16, requests={"cpu": "10m", "memory": "1Mi"}),
+                   all__machines__small__root_disk_gib=2)
+    nodes = {n["metadata"]["name"]: n for n in node_objects(resolve(env))}
+    # the kubelet truncates the threshold to whole bytes: 2 GiB less 214748364
+    assert nodes["cpu-1"]["status"]["allocatable"]["ephemeral-storage"] == str(2 * 2**30 - 2 * 2**30 // 10)
+    data = fit(env)
+    assert by_name(data)["svc/w"]["placed"] == 14
+    assert "2 Insufficient ephemeral-storage" in by_name(data)["svc/w"]["unplaced"][0]["reason"]
+    roomy = env_with(write, inventory, workload(replicas=16, requests={"cpu": "10m", "memory": "1Mi"}),
+                     all__machines__small__root_disk_gib=3)  # ten per node
+    assert by_name(fit(roomy))["svc/w"]["placed"] == 16
+
+
 def test_gpu_pods_need_the_pools_extended_resource(inventory, write):
     quota = {"requests.cpu": 32, "requests.memory": "256Gi", "requests.nvidia.com/mig-1g.10gb": 63}
     env = env_with(write, inventory, workload("llm", "infer", replicas=9, gpu={"type": "mig", "profile": "1g.10gb",
@@ -177,6 +193,17 @@ def test_quota_refuses_what_passes_hard_and_the_rest_still_fits(inventory, write
     assert ("  svc/w: 2 of 10, from w-8: exceeded quota: svc, requested: requests.cpu=1, used: requests.cpu=8, "
             "limited: requests.cpu=8") in render(data).splitlines()
     assert not data["fits"]
+
+
+def test_quota_counts_the_ephemeral_storage_the_limit_range_gives_each_container(inventory, write):
+    quota = {"requests.cpu": 8, "requests.memory": "16Gi", "requests.ephemeral-storage": "1Gi"}
+    env = env_with(write, inventory, workload(replicas=6, requests={"cpu": "10m", "memory": "1Mi"}),
+                   all__tenants__svc__quota=quota)
+    entry = by_name(fit(env))["svc/w"]
+    assert entry["placed"] == 4  # 4 x 256Mi
+    assert entry["refused"] == [{"count": 2, "first": "w-4", "reason": (
+        'pods "w-4" is forbidden: exceeded quota: svc, requested: requests.ephemeral-storage=256Mi, '
+        "used: requests.ephemeral-storage=1Gi, limited: requests.ephemeral-storage=1Gi")}]
 
 
 def test_higher_priority_workloads_are_admitted_and_placed_first(inventory, write):

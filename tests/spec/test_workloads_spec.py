@@ -95,6 +95,10 @@ def test_workloads_may_live_in_their_own_file_of_group_vars_all(inventory, write
 # ---------------------------------------------------------------- Kubernetes' defaulting
 
 
+# What the cluster layer adds to every tenant's LimitRange (platform.yml): scratch space for each container.
+SCRATCH = ({"ephemeral-storage": 256 * 2**20}, {"ephemeral-storage": 4 * GI})
+
+
 @pytest.mark.parametrize("workload, requests, limits", [
     # nothing written: the LimitRange's defaultRequest and default
     ({"replicas": 1}, {"cpu": "0.5", "memory": 512 * 2**20}, {"cpu": "1", "memory": GI}),
@@ -108,15 +112,28 @@ def test_workloads_may_live_in_their_own_file_of_group_vars_all(inventory, write
 def test_requests_and_limits_are_defaulted_as_kubernetes_does(inventory, write, workload, requests, limits):
     env = load_environment(write(inventory))
     got = defaulted(Workload.model_validate(workload), env.cluster.tenants["svc"])
-    assert got == ({k: Decimal(v) for k, v in requests.items()}, {k: Decimal(v) for k, v in limits.items()})
+    expected = ({**SCRATCH[0], **requests}, {**SCRATCH[1], **limits})
+    assert got == tuple({k: Decimal(v) for k, v in side.items()} for side in expected)
+
+
+@pytest.mark.parametrize("written, scratch_request, scratch_limit", [
+    ({}, 256 * 2**20, 4 * GI),  # the platform's defaults, as the rendered LimitRange has them
+    ({"limits": {"ephemeral-storage": "1Gi"}}, GI, GI),  # a written limit is the request too
+    ({"requests": {"ephemeral-storage": "2Gi"}}, 2 * GI, 4 * GI),
+])
+def test_every_container_gets_an_ephemeral_storage_request_and_limit(inventory, write, written, scratch_request,
+                                                                     scratch_limit):
+    env = load_environment(write(inventory))
+    requests, limits = defaulted(Workload.model_validate({"replicas": 1, **written}), env.cluster.tenants["svc"])
+    assert (requests["ephemeral-storage"], limits["ephemeral-storage"]) == (scratch_request, scratch_limit)
 
 
 def test_a_limit_range_without_default_request_defaults_it_to_default_then_to_max(inventory, write):
     inventory["group_vars"]["all"]["tenants"]["svc"]["limit_range"] = {"default": {"cpu": "2"}, "max": {"memory": "8Gi"}}
     env = load_environment(write(inventory))
     requests, limits = defaulted(Workload(replicas=1), env.cluster.tenants["svc"])
-    assert requests == {"cpu": Decimal(2), "memory": Decimal(8 * GI)}
-    assert limits == {"cpu": Decimal(2), "memory": Decimal(8 * GI)}
+    assert requests == {"cpu": Decimal(2), "memory": Decimal(8 * GI), "ephemeral-storage": Decimal(256 * 2**20)}
+    assert limits == {"cpu": Decimal(2), "memory": Decimal(8 * GI), "ephemeral-storage": Decimal(4 * GI)}
 
 
 # ---------------------------------------------------------------- one GPU resource per need

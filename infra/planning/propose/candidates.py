@@ -28,7 +28,7 @@ class Candidate:
 
     machine: str
     layout: Layout | None
-    capacity: dict[str, float]  # per node: cpu (cores), memory and hugepages (GiB), pods, GPU resources
+    capacity: dict[str, float]  # per node: cpu (cores), memory, ephemeral-storage and hugepages (GiB), pods, GPUs
     numa_nodes: int
     gpu_model: str | None
     price: float
@@ -142,6 +142,7 @@ def candidates(env: Environment, pool: Pool, media: frozenset[str]) -> list[Cand
             if one.allocatable_cpu <= 0 or one.allocatable_memory_gib <= 0:
                 continue
             capacity = {"cpu": float(one.allocatable_cpu), "memory": float(one.allocatable_memory_gib),
+                        "ephemeral-storage": float(one.allocatable_ephemeral_storage / GIB),
                         "pods": float(one.max_pods)}
             capacity.update({size: float(amount / GIB) for size, amount in one.hugepages.items()})
             capacity.update({resource: float(count) for resource, count in one.gpu_resources.items()})

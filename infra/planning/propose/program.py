@@ -127,7 +127,7 @@ def build_program(env: Environment) -> tuple[Program | None, dict[str, int], lis
             continue
         requests = {"pods": 1.0}
         for resource, amount in item.requests.items():
-            scale = GIB if resource == "memory" or resource.startswith("hugepages-") else 1
+            scale = GIB if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-") else 1
             requests[resource] = float(amount / scale)
         storage = item.spec.storage
         storage_class = env.cluster.storage_classes[storage.storage_class] if storage else None
