@@ -314,3 +314,28 @@ def test_make_nodes_registers_each_host_as_its_kubelet_would():
     # The root filesystem every kubelet reports, less the default nodefs.available hard eviction (10%).
     assert nodes["sb-cpu-1"]["status"]["capacity"]["ephemeral-storage"] == str(100 * 2**30)
     assert nodes["sb-cpu-1"]["status"]["allocatable"]["ephemeral-storage"] == str(90 * 2**30)
+
+
+def test_make_nodes_registers_the_control_plane_hosts_as_fit_counts_them(inventory, write):
+    """A control-plane host outside the pools is a Node too, tainted as fit's is: the real scheduler's
+    "0/N nodes are available" counts it as fit does."""
+    import json
+    import subprocess
+    import sys
+
+    from inventory_builder import add_control_plane
+
+    from infra.model.resolve import resolve
+    from infra.planning.fit import node_objects
+    from infra.spec import load_environment
+
+    folder = write(add_control_plane(inventory, {"cp-1": {"zone": "a"}}))
+    result = subprocess.run([sys.executable, "tools/make_nodes.py", "--dry-run", str(folder)],
+                            capture_output=True, text=True, cwd=ROOT, check=True)
+    nodes = {n["metadata"]["name"]: n for n in json.loads(result.stdout)}
+    counted = {n["metadata"]["name"]: n for n in node_objects(resolve(load_environment(folder)))}
+    assert set(nodes) == set(counted) and "cp-1" in nodes
+    assert nodes["cp-1"]["spec"]["taints"] == counted["cp-1"]["spec"]["taints"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
+    assert nodes["cp-1"]["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == ""
+    assert [c["type"] for c in nodes["cp-1"]["status"]["conditions"]] == ["Ready"]

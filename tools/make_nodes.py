@@ -6,9 +6,11 @@ One Node per pool host: the labels a kubelet may set on itself and the pool's ta
 (`infra.cluster.nodes.kubelet_registration`, what the host layer gives the kubelet at join); capacity and
 allocatable as infra.model.capacity computes them for the host (CPU, memory, pods, hugepages, the GPU or MIG
 extended resources the device plugin advertises, and the root disk as ephemeral-storage, allocatable less the
-kubelet's nodefs.available hard-eviction threshold); status Ready. The labels the kubelet may not set are
-left to the cluster layer (`pulumi up`). Stdlib only: the admin kubeconfig's client certificate over TLS.
-An existing Node keeps its metadata and spec; its status is written again.
+kubelet's nodefs.available hard-eviction threshold); status Ready. Each control-plane host outside the pools
+(Kubespray's kube_control_plane) gets its Node as `fit` counts it: the control-plane taint and role label. The
+labels the kubelet may not set are left to the cluster layer (`pulumi up`). Stdlib only: the admin
+kubeconfig's client certificate over TLS. An existing Node keeps its metadata and spec; its status is written
+again.
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ from infra.cluster.nodes import kubelet_registration  # noqa: E402
 from infra.knowledge.units import GIB  # noqa: E402
 from infra.model.capacity import host_capacity  # noqa: E402
 from infra.model.resolve import resolve  # noqa: E402
+from infra.planning.fit import node_objects  # noqa: E402
 from infra.spec import load_environment  # noqa: E402
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"  # what kubeadm labels them with
 PARALLEL = 8  # Nodes registered at a time
 
 
@@ -49,6 +53,7 @@ def _bytes(value: Decimal) -> str:
 def nodes(inventory: str) -> list[dict[str, Any]]:
     view = resolve(load_environment(inventory))
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    version = f"v{view.env.cluster.kube_version}".replace("vv", "v")
     out = []
     for name, resolved in view.hosts.items():
         if resolved.machine is None:
@@ -63,22 +68,33 @@ def nodes(inventory: str) -> list[dict[str, Any]]:
                        "pods": str(one.max_pods), "ephemeral-storage": _bytes(one.allocatable_ephemeral_storage),
                        **extra}
         registration = kubelet_registration(view, name)
-        labels = {**registration["node_labels"], HOSTNAME_LABEL: name,
-                  "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
-        out.append({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {"taints": registration["register_with_taints"]},
-            "status": {
-                "capacity": capacity, "allocatable": allocatable,
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "node created by tools/make_nodes.py (no kubelet)",
-                                "lastHeartbeatTime": now, "lastTransitionTime": now}],
-                "nodeInfo": {"kubeletVersion": f"v{view.env.cluster.kube_version}".replace("vv", "v"),
-                             "operatingSystem": "linux", "architecture": "amd64"},
-            },
-        })
+        out.append(_node(name, registration["node_labels"], registration["register_with_taints"], capacity,
+                         allocatable, version, now))
+    # The control-plane hosts outside the pools, as fit counts them: tainted, so no workload lands there.
+    for control in node_objects(view):
+        if control["metadata"]["name"] not in view.hosts:
+            labels = {key: value for key, value in control["metadata"]["labels"].items() if key != HOSTNAME_LABEL}
+            out.append(_node(control["metadata"]["name"], {**labels, CONTROL_PLANE_ROLE: ""},
+                             control["spec"]["taints"], control["status"]["allocatable"],
+                             control["status"]["allocatable"], version, now))
     return out
+
+
+def _node(name: str, labels: dict[str, str], taints: list[dict[str, str]], capacity: dict[str, str],
+          allocatable: dict[str, str], version: str, now: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {**labels, HOSTNAME_LABEL: name,
+                                              "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+        "spec": {"taints": taints},
+        "status": {
+            "capacity": capacity, "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
+                            "message": "node created by tools/make_nodes.py (no kubelet)",
+                            "lastHeartbeatTime": now, "lastTransitionTime": now}],
+            "nodeInfo": {"kubeletVersion": version, "operatingSystem": "linux", "architecture": "amd64"},
+        },
+    }
 
 
 class Api:
