@@ -21,16 +21,26 @@ REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 REASON_AFFINITY = "node(s) didn't match Pod's node affinity/selector"
 REASON_VOLUMES = "node(s) didn't find available persistent volumes to bind"
 REASON_PODS = "Too many pods"
+REASON_TAINT = "node(s) had untolerated taint(s)"  # since 1.32 one reason, whatever the taint
+# DefaultPreemption's reasons, per node, when its dry run finds nothing to evict (kube-scheduler 1.34)
+REASON_NO_VICTIMS = "No preemption victims found for incoming pod"
+REASON_PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
 
-def no_nodes_message(nodes: int, reasons: Counter[str]) -> str:
-    """kube-scheduler's FitError: "0/9 nodes are available: 2 Insufficient cpu, 7 node(s) had ...". """
+def no_nodes_message(nodes: int, reasons: Counter[str], preemption: str = "") -> str:
+    """kube-scheduler's FitError: "0/9 nodes are available: 2 Insufficient cpu, 7 node(s) had ...", then
+    what the preemption plugin said (preemption_message)."""
     histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
-    return f"0/{nodes} nodes are available: {', '.join(histogram)}."
+    return f"0/{nodes} nodes are available: {', '.join(histogram)}." + (f" {preemption}" if preemption else "")
 
 
-def untolerated_taint(taint: Obj) -> str:
-    """TaintToleration's reason, naming the first taint of the node the pod does not tolerate."""
-    return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
+def preemption_message(policy: str | None, nodes: int, without_victims: int) -> str:
+    """What DefaultPreemption appends when it evicts nothing: a pod with preemptionPolicy Never is not eligible;
+    otherwise its dry run ran on the nodes that failed only for want of resources the node has
+    (WITHOUT_VICTIMS of them, none holding a pod of lower priority) and the others are not helped."""
+    if policy == "Never":
+        return "preemption: not eligible due to preemptionPolicy=Never."
+    reasons = Counter({REASON_NO_VICTIMS: without_victims, REASON_PREEMPTION_NOT_HELPFUL: nodes - without_victims})
+    return "preemption: " + no_nodes_message(nodes, +reasons)
 
 
 # ---------------------------------------------------------------- quantities

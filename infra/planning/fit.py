@@ -136,6 +136,8 @@ def workload_objects(env: Environment, found: list[Demand]) -> Objects:
                      "containers": [{"name": item.name, "image": PROBE_IMAGE, "resources": resources}]}
         if item.priority_class:
             spec["priorityClassName"] = item.priority_class
+            # what the Priority admission plugin copies from the class, with the priority
+            spec["preemptionPolicy"] = env.cluster.priority_classes[item.priority_class].preemption_policy
         annotations = {}
         if item.spec.gang is not None:
             spec["schedulerName"] = "volcano"

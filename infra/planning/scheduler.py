@@ -23,10 +23,14 @@ infra.planning.filters). What is mirrored:
 - Gangs (Volcano's gang plugin): pods naming one PodGroup (annotation scheduling.k8s.io/group-name)
   are placed together when the first of them reaches the head of the queue; if fewer than its
   minMember fit, none is bound.
-- Messages: "0/N nodes are available: " + the sorted histogram of reasons + ".", as FitError does.
+- Messages: "0/N nodes are available: " + the sorted histogram of reasons + ".", as FitError does,
+  then what DefaultPreemption says when it evicts nothing ("preemption: 0/N nodes are available: K No
+  preemption victims found for incoming pod, M Preemption is not helpful for scheduling." or "preemption:
+  not eligible due to preemptionPolicy=Never.").
 
 Not mirrored: preemption (pods are placed highest priority first, so preemption has nothing to
-undo), inter-pod affinity and topology spread constraints (none are generated), and the NUMA
+undo; a pod placed again after a host is lost, in N-1, could evict pods of lower priority on a real
+cluster, which fit does not do), inter-pod affinity and topology spread constraints (none are generated), and the NUMA
 alignment the kubelet enforces after binding (a check, KUBELET-TOPOLOGY-FIT / WORKLOAD-NUMA).
 
 For speed, nodes that look the same to the filters (same relevant labels, taints and allocatable)
@@ -48,6 +52,7 @@ from typing import Any
 from infra.planning.filters import (
     REASON_AFFINITY,
     REASON_PODS,
+    REASON_TAINT,
     REASON_UNSCHEDULABLE,
     REASON_VOLUMES,
     Obj,
@@ -58,9 +63,9 @@ from infra.planning.filters import (
     no_nodes_message,
     non_zero_request,
     pod_requests,
+    preemption_message,
     selector_keys,
     tolerates,
-    untolerated_taint,
 )
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's: the PodGroup a pod belongs to
@@ -264,10 +269,9 @@ class Cluster:
             if self._cordoned[i]:
                 reasons[c] = REASON_UNSCHEDULABLE
                 continue
-            untolerated = next((t for t in self._taints[i] if t.get("effect") in ("NoSchedule", "NoExecute")
-                                and not tolerates(tolerations, t)), None)
-            if untolerated is not None:
-                reasons[c] = untolerated_taint(untolerated)
+            if any(t.get("effect") in ("NoSchedule", "NoExecute") and not tolerates(tolerations, t)
+                   for t in self._taints[i]):
+                reasons[c] = REASON_TAINT
             elif not matches(pod_spec, self._labels[i], self.names[i]):
                 reasons[c] = REASON_AFFINITY
             else:
@@ -345,6 +349,7 @@ class Cluster:
         best: tuple[int, int] | None = None
         best_volumes: tuple[str, ...] = ()
         failures: Counter[str] = Counter()
+        resolvable = 0  # nodes short only of what they have: where DefaultPreemption's dry run looks
         for c in feasible:
             for state, members in self._buckets[c].items():
                 memo = (c, state, asked)
@@ -355,6 +360,9 @@ class Cluster:
                 if score is None:
                     for reason in reasons:
                         failures[reason] += len(members)
+                    if reasons != (REASON_VOLUMES,) and not unknown and all(
+                            amount <= self.allocatable[members[0]][slot] for slot, amount in vector):
+                        resolvable += len(members)
                     continue
                 candidate = (score, -members[0])
                 if best is None or candidate > best:
@@ -362,7 +370,9 @@ class Cluster:
         if best is None:
             for c, reason in static_reasons.items():
                 failures[reason] += sum(1 for i in self._class_members[c] if self.alive[i])
-            return no_nodes_message(sum(self.alive), failures)
+            # Pods are placed highest priority first, so no node holds a pod of lower priority: no victims.
+            return no_nodes_message(sum(self.alive), failures,
+                                    preemption_message(spec.get("preemptionPolicy"), sum(self.alive), resolvable))
         bound_volumes = [(claim, volume) for (claim, _, _), volume in zip(claimed, best_volumes, strict=True)]
         self._bind(key_of(pod), -best[1], dict(vector), non_zero, bound_volumes)
         return None

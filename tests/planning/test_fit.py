@@ -118,8 +118,9 @@ def test_resources_fit_per_node_not_per_pool(inventory, write):
     data = fit(env)
     assert by_name(data)["svc/w"]["placed"] == 2
     [unplaced] = by_name(data)["svc/w"]["unplaced"]
-    assert unplaced["reason"] == ("0/5 nodes are available: 1 node(s) had untolerated taint {pool: mem}, "
-                                  "2 Insufficient cpu, 2 node(s) had untolerated taint {nvidia.com/gpu: present}.")
+    assert unplaced["reason"] == (
+        "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s). preemption: 0/5 nodes are "
+        "available: 2 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.")
 
 
 def test_max_pods_limits_a_node(inventory, write):
@@ -238,8 +239,8 @@ def test_n_1_loses_the_biggest_host_and_places_its_pods_again(inventory, write):
     loss = pool(fit(needs_both), "cpu")["n_minus_1"]
     assert (loss["ok"], loss["lost"], loss["pods_moved"], loss["unplaced"]) == (False, "cpu-1", 2, 1)
     assert loss["failures"] == [{"workload": "svc/w", "count": 1, "first": "w-1", "reason": (
-        "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {pool: mem}, "
-        "2 node(s) had untolerated taint {nvidia.com/gpu: present}.")}]
+        "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) had untolerated taint(s). preemption: 0/4 nodes are "
+        "available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.")}]
 
 
 def test_n_1_moves_a_whole_gang_when_one_member_is_lost(inventory, write):
@@ -335,5 +336,5 @@ def test_control_plane_kubelets_count_as_nodes_that_repel_the_pods(inventory, wr
                    all__tenants__svc__quota={})
     data = fit(env)  # too big for a cpu node (a check would say so first; fit still answers, without a traceback)
     assert data["nodes"] == 6
-    assert ("1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }"
-            in by_name(data)["svc/w"]["unplaced"][0]["reason"])
+    # the three pools' taints and the control plane's
+    assert "4 node(s) had untolerated taint(s)" in by_name(data)["svc/w"]["unplaced"][0]["reason"]

@@ -14,6 +14,11 @@ from infra.planning.scheduler import (
     scheduler_configuration,
 )
 
+# What DefaultPreemption appends when it evicts nothing, on one node: the node failed for want of more than it
+# has (or on a filter preemption cannot change), or for want of what pods of no lower priority hold.
+NOT_HELPFUL = " preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+NO_VICTIMS = " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+
 
 def node(name, cpu="4", memory="8Gi", pods="110", labels=None, taints=None, unschedulable=False, extra=None):
     allocatable = {"cpu": cpu, "memory": memory, "pods": pods, **(extra or {})}
@@ -71,20 +76,20 @@ def test_node_resources_fit(asked, fits, reason):
     target = node("n1", extra={"nvidia.com/mig-3g.40gb": "2", "hugepages-1Gi": "4Gi"})
     asked = {"cpu": "1", "memory": "1Gi", **asked}
     item = pod("p", cpu=asked.pop("cpu"), memory=asked.pop("memory"), extra=asked)
-    assert one([target], item) == ("n1" if fits else f"0/1 nodes are available: {reason}.")
+    assert one([target], item) == ("n1" if fits else f"0/1 nodes are available: {reason}.{NOT_HELPFUL}")
 
 
 def test_max_pods_is_a_resource_too():
     cluster = Cluster([node("n1", pods="2")])
     outcome = cluster.schedule([pod(f"p{i}", cpu="10m", memory="1Mi") for i in range(3)])
     assert sorted(outcome.bound) == ["t/p0", "t/p1"]
-    assert outcome.unschedulable == {"t/p2": "0/1 nodes are available: 1 Too many pods."}
+    assert outcome.unschedulable == {"t/p2": "0/1 nodes are available: 1 Too many pods." + NO_VICTIMS}
 
 
 def test_requests_add_up_across_pods_on_a_node():
     outcome = Cluster([node("n1", cpu="4")]).schedule([pod("a", cpu="3"), pod("b", cpu="1"), pod("c", cpu="1m")])
     assert outcome.bound == {"t/a": "n1", "t/b": "n1"}
-    assert outcome.unschedulable["t/c"] == "0/1 nodes are available: 1 Insufficient cpu."
+    assert outcome.unschedulable["t/c"] == "0/1 nodes are available: 1 Insufficient cpu." + NO_VICTIMS
 
 
 def test_init_containers_count_at_their_largest_and_overhead_on_top():
@@ -93,7 +98,7 @@ def test_init_containers_count_at_their_largest_and_overhead_on_top():
     item["spec"]["overhead"] = {"cpu": "1"}
     assert one([node("n1", cpu="4")], item) == "n1"
     item["spec"]["overhead"] = {"cpu": "1001m"}
-    assert one([node("n1", cpu="4")], item) == "0/1 nodes are available: 1 Insufficient cpu."
+    assert one([node("n1", cpu="4")], item) == "0/1 nodes are available: 1 Insufficient cpu." + NOT_HELPFUL
 
 
 # ---------------------------------------------------------------- TaintToleration, NodeAffinity, NodeUnschedulable
@@ -111,7 +116,7 @@ def test_init_containers_count_at_their_largest_and_overhead_on_top():
 ])
 def test_taint_toleration(taint, toleration, fits):
     item = pod("p", tolerations=[toleration] if toleration else None)
-    expected = "n1" if fits else "0/1 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}."
+    expected = "n1" if fits else "0/1 nodes are available: 1 node(s) had untolerated taint(s)." + NOT_HELPFUL
     assert one([node("n1", taints=[taint])], item) == expected
 
 
@@ -140,12 +145,13 @@ LABELS = {"k8s-node-pools.io/pool": "gpu_a100", "generation": "4"}
 ])
 def test_node_affinity_and_selector(selector, terms, fits):
     item = pod("p", selector=selector, terms=terms)
-    expected = "n1" if fits else "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+    expected = "n1" if fits else "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector." + NOT_HELPFUL
     assert one([node("n1", labels=LABELS)], item) == expected
 
 
 def test_node_unschedulable():
-    assert one([node("n1", unschedulable=True)], pod("p")) == "0/1 nodes are available: 1 node(s) were unschedulable."
+    assert one([node("n1", unschedulable=True)], pod("p")) == ("0/1 nodes are available: 1 node(s) were unschedulable."
+                                                               + NOT_HELPFUL)
     assert one([node("n1", unschedulable=False)], pod("p")) == "n1"
 
 
@@ -155,7 +161,8 @@ def test_each_node_reports_its_first_failing_filter_in_the_default_order():
              node("elsewhere", cpu="1"), node("small", cpu="1", labels={"pool": "a"})]
     assert one(nodes, pod("p", cpu="2", selector={"pool": "a"})) == (
         "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector, "
-        "1 node(s) had untolerated taint {nvidia.com/gpu: present}, 1 node(s) were unschedulable.")
+        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable. preemption: 0/4 nodes are available: "
+        "4 Preemption is not helpful for scheduling.")
 
 
 def test_the_message_is_kube_schedulers_sorted_histogram():
@@ -166,17 +173,32 @@ def test_the_message_is_kube_schedulers_sorted_histogram():
     for n in mig + others:
         n["metadata"]["labels"]["kubernetes.io/hostname"] = n["metadata"]["name"]
     item["spec"]["tolerations"] = []
-    assert one(mig + others, item) == ("0/9 nodes are available: 9 node(s) had untolerated taint {nvidia.com/gpu: present}.")
+    assert one(mig + others, item) == ("0/9 nodes are available: 9 node(s) had untolerated taint(s). preemption: "
+                                       "0/9 nodes are available: 9 Preemption is not helpful for scheduling.")
     item["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
     for n in others:
         n["spec"]["taints"] = [GPU_TAINT, {"key": "workload-profile", "value": "training", "effect": "NoSchedule"}]
-    assert one(mig + others, item) == (
-        "0/9 nodes are available: 2 Insufficient nvidia.com/mig-3g.40gb, "
-        "7 node(s) had untolerated taint {workload-profile: training}.")
-    assert no_nodes_message(9, {"node(s) had untolerated taint {nvidia.com/gpu: present}": 7,
-                                "Insufficient nvidia.com/mig-3g.40gb": 2}) == (
-        "0/9 nodes are available: 2 Insufficient nvidia.com/mig-3g.40gb, "
-        "7 node(s) had untolerated taint {nvidia.com/gpu: present}.")
+    assert one(mig + others, item) == (  # one reason for any taint, as kube-scheduler 1.32 and later word it
+        "0/9 nodes are available: 2 Insufficient nvidia.com/mig-3g.40gb, 7 node(s) had untolerated taint(s). "
+        "preemption: 0/9 nodes are available: 9 Preemption is not helpful for scheduling.")
+    assert no_nodes_message(9, {"node(s) had untolerated taint(s)": 7, "Insufficient nvidia.com/mig-3g.40gb": 2}) == (
+        "0/9 nodes are available: 2 Insufficient nvidia.com/mig-3g.40gb, 7 node(s) had untolerated taint(s).")
+
+
+def test_preemption_says_where_it_found_no_victims_and_where_it_cannot_help():
+    """Nodes short of what bound pods of no lower priority hold are where DefaultPreemption's dry run looks and
+    finds no victims; a node short of more than it has, or failing another filter, is not helped."""
+    nodes = [node("a", cpu="4"), node("b", cpu="4"), node("c", cpu="1"), node("gpu", taints=[GPU_TAINT])]
+    cluster = Cluster(nodes)
+    outcome = cluster.schedule([pod("x", cpu="3"), pod("y", cpu="3"), pod("z", cpu="2")])
+    assert outcome.unschedulable == {"t/z": (
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu. preemption: 0/4 nodes are "
+        "available: 2 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.")}
+    never = pod("w", cpu="2")
+    never["spec"]["preemptionPolicy"] = "Never"  # what the Priority admission copies from a class that says so
+    assert Cluster(nodes).schedule([pod("x", cpu="3"), pod("y", cpu="3"), never]).unschedulable == {"t/w": (
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu. "
+        "preemption: not eligible due to preemptionPolicy=Never.")}
 
 
 # ---------------------------------------------------------------- score, queue order
@@ -241,7 +263,7 @@ def test_a_gang_with_min_member_below_its_size_keeps_what_fits():
     outcome = Cluster([node("n1", cpu="4")]).schedule([pod(f"w{i}", cpu="2", group="job") for i in range(3)],
                                                       pod_groups=[group])
     assert sorted(outcome.bound) == ["t/w0", "t/w1"]
-    assert outcome.unschedulable == {"t/w2": "0/1 nodes are available: 1 Insufficient cpu."}
+    assert outcome.unschedulable == {"t/w2": "0/1 nodes are available: 1 Insufficient cpu." + NO_VICTIMS}
 
 
 # ---------------------------------------------------------------- VolumeBinding
@@ -271,7 +293,8 @@ def test_a_local_claim_needs_a_free_volume_on_the_node():
     assert outcome.bound == {"t/p": "b", "t/q": "b"}
     assert outcome.claims == {"t/c1": "mid", "t/c2": "big"}  # the smallest volume that holds the claim
     assert outcome.unschedulable["t/r"] == (
-        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind.")
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. preemption: 0/2 nodes "
+        "are available: 2 Preemption is not helpful for scheduling.")
 
 
 def test_a_claim_of_a_provisioned_class_binds_anywhere():
@@ -362,17 +385,18 @@ def reference(nodes, pods):
     for item in sorted(pods, key=lambda p: -p["spec"]["priority"]):
         requests = {k: amount(k, v) for k, v in item["spec"]["containers"][0]["resources"]["requests"].items()}
         requests["pods"] = 1
-        best, reasons = None, {}
+        best, reasons, why_of = None, {}, {}
         for i, n in enumerate(nodes):
             taint = next((t for t in n["spec"]["taints"] if not any(
                 tol.get("key") == t["key"] for tol in item["spec"].get("tolerations", []))), None)
             if taint:
-                why = [f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}"]
+                why = ["node(s) had untolerated taint(s)"]
             elif any(n["metadata"]["labels"].get(k) != v for k, v in item["spec"].get("nodeSelector", {}).items()):
                 why = ["node(s) didn't match Pod's node affinity/selector"]
             else:
                 why = [("Too many pods" if k == "pods" else f"Insufficient {k}") for k, v in requests.items()
                        if v > free[i].get(k, 0)]
+            why_of[i] = why or [""]
             if why:
                 for reason in why:
                     reasons[reason] = reasons.get(reason, 0) + 1
@@ -386,7 +410,12 @@ def reference(nodes, pods):
             if best is None or score > best[0]:
                 best = (score, i)
         if best is None:
-            failed[f"t/{item['metadata']['name']}"] = no_nodes_message(len(nodes), reasons)
+            short = sum(1 for i, n in enumerate(nodes) if not why_of[i][0].startswith("node(s)"))
+            clause = f"preemption: 0/{len(nodes)} nodes are available: " + ", ".join(sorted(
+                f"{count} {reason}" for reason, count in (("No preemption victims found for incoming pod", short),
+                                                          ("Preemption is not helpful for scheduling",
+                                                           len(nodes) - short)) if count)) + "."
+            failed[f"t/{item['metadata']['name']}"] = f"{no_nodes_message(len(nodes), reasons)} {clause}"
             continue
         i = best[1]
         for k, v in requests.items():
