@@ -4,7 +4,8 @@ The environment becomes the objects a cluster would hold: one Node per host (the
 labels and taints, kubelet's hostname label, allocatable as infra.model.kubelet computes it), local
 PersistentVolumes for the pools' disks, a ResourceQuota per tenant, and per workload its Pods (with
 node affinity to the pools that can serve it and tolerations of exactly those pools' taints),
-PersistentVolumeClaims and, for gangs, a Volcano PodGroup. Quota admission (infra.planning.admission) and
+PersistentVolumeClaims and, for gangs, a Volcano PodGroup; before them, the pods of the DaemonSets the
+cluster layer declares, one per node they select. Quota admission (infra.planning.admission) and
 placement (infra.planning.scheduler) then run over those objects only, so a real API server and kube-scheduler
 can be given the same objects and their answers compared.
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from infra.cluster.concerns import build_concerns
 from infra.cluster.nodes import GPU_MODEL_LABEL, POOL_LABEL, node, pool_taints
 from infra.cluster.placement import pool_affinity
 from infra.knowledge.units import GIB
@@ -30,7 +32,7 @@ from infra.model.capacity import host_capacity
 from infra.model.resolve import Resolved, resolve
 from infra.model.workloads import Demand, demands, pool_offers
 from infra.planning.admission import Quotas
-from infra.planning.filters import Obj
+from infra.planning.filters import Obj, matches, tolerates
 from infra.planning.scheduler import GROUP_ANNOTATION, NO_PROVISIONER, Cluster, Outcome, key_of
 from infra.spec import Environment, Pool
 
@@ -118,6 +120,41 @@ class Objects:
     quotas: list[Obj]
     pod_groups: list[Obj]
     owner: dict[str, Demand]  # pod key -> its workload
+
+
+# The built-in PriorityClasses the cluster layer's agents use (kube-apiserver creates them).
+SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
+
+
+def daemon_pods(view: Resolved, nodes: list[Obj]) -> list[Obj]:
+    """The pods the DaemonSets the cluster layer declares (infra.render writes the same objects) run: one
+    on each node whose labels and taints the pod template admits, pinned to it by the node's name as the
+    DaemonSet controller pins them; each takes a pod slot and its requests before any workload."""
+    pods = []
+    for concern in build_concerns(view, helm_releases=False):
+        for item in concern.objects:
+            if item["kind"] != "DaemonSet":
+                continue
+            template = item["spec"]["template"]["spec"]
+            tolerations = template.get("tolerations") or []
+            priority_class = template.get("priorityClassName", "")
+            priority = SYSTEM_PRIORITIES.get(priority_class) or getattr(
+                view.env.cluster.priority_classes.get(priority_class), "value", 0)
+            for node_object in nodes:
+                name = node_object["metadata"]["name"]
+                taints = node_object["spec"].get("taints") or []
+                if not matches(template, node_object["metadata"]["labels"], name) or not all(
+                        tolerates(tolerations, taint) for taint in taints
+                        if taint.get("effect") in ("NoSchedule", "NoExecute")):
+                    continue
+                pinned = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [name]}]}]}}
+                pods.append({"apiVersion": "v1", "kind": "Pod",
+                             "metadata": {"name": f"{item['metadata']['name']}-{name}",
+                                          "namespace": item["metadata"].get("namespace", "")},
+                             "spec": {**template, "priority": priority,
+                                      "affinity": {**(template.get("affinity") or {}), "nodeAffinity": pinned}}})
+    return pods
 
 
 def workload_objects(env: Environment, found: list[Demand]) -> Objects:
@@ -208,6 +245,7 @@ def place(env: Environment, n_minus_1: bool = True) -> Result:
     nodes = node_objects(view)
     classes, volumes = storage_objects(env)
     cluster = Cluster(nodes, volumes, classes)
+    cluster.schedule(daemon_pods(view, nodes))  # the agents are on every node before any workload
     quotas = Quotas(objects.quotas)
     claims_of = defaultdict(list)
     for claim in objects.claims:
@@ -248,7 +286,7 @@ def place(env: Environment, n_minus_1: bool = True) -> Result:
                     if mate not in moved and trial.node_of(mate):
                         trial.unbind(mate)
                         moved.add(mate)
-            again = [admitted[n] for n in sorted(order[name] for name in moved)]
+            again = [admitted[n] for n in sorted(order[name] for name in moved if name in order)]  # agents stay
             losses[pool] = (lost, [key_of(pod) for pod in again],
                             trial.schedule(again, objects.claims, objects.pod_groups))
     return Result(env, nodes, objects, cluster, outcome, losses)

@@ -4,6 +4,7 @@ gangs, N-1, and what the CLI prints and returns."""
 import json
 import subprocess
 import sys
+from collections import defaultdict
 from decimal import Decimal
 
 import pytest
@@ -13,7 +14,7 @@ from infra.cluster.nodes import POOL_LABEL
 from infra.model.capacity import pool_capacity
 from infra.model.resolve import resolve
 from infra.model.workloads import demands, pool_offers
-from infra.planning.fit import fit, node_objects, place, render, workload_objects
+from infra.planning.fit import daemon_pods, fit, node_objects, place, render, workload_objects
 from infra.spec import load_environment
 
 EXAMPLE = ROOT / "inventories" / "example"
@@ -127,8 +128,24 @@ def test_max_pods_limits_a_node(inventory, write):
     env = env_with(write, inventory, workload(replicas=21, requests={"cpu": "10m", "memory": "1Mi"}),
                    cpu__kubelet_max_pods=10, all__tenants__svc__quota={"pods": 100})
     data = fit(env)
-    assert by_name(data)["svc/w"]["placed"] == 20
+    assert by_name(data)["svc/w"]["placed"] == 18  # the Multus agent takes one of each node's ten slots
     assert "2 Too many pods" in by_name(data)["svc/w"]["unplaced"][0]["reason"]
+
+
+def test_the_cluster_layers_daemonsets_run_a_pod_on_each_node_they_select():
+    view = resolve(load_environment(EXAMPLE))
+    nodes = node_objects(view)
+    pods = daemon_pods(view, nodes)
+    on = defaultdict(set)
+    for pod in pods:
+        [term] = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"]
+        on[pod["metadata"]["name"].removesuffix("-" + term["matchFields"][0]["values"][0])].update(
+            term["matchFields"][0]["values"])
+    assert on.pop("kube-multus-ds") == {n["metadata"]["name"] for n in nodes}  # every node: pod networking
+    assert on and all(name.startswith("rdma-") for name in on), on  # and the RDMA pools' plugins, on those only
+    assert set().union(*on.values()) == {"gpu-a100-01", "gpu-a100-02", "gpu-h100-01", "gpu-h100-02"}
+    assert {pod["spec"]["priority"] for pod in pods} == {2000001000}  # system-node-critical
 
 
 def test_hugepages_are_a_resource_of_the_node(inventory, write):
