@@ -18,7 +18,7 @@ from typing import TextIO
 from infra.checks import RULES, Finding, Rule, has_errors, run_checks
 from infra.hosts.hostvars import environment_host_vars
 from infra.hosts.stages import HostStages, StageResult
-from infra.planning.fit import fit
+from infra.planning.fit import DRAWS, fit
 from infra.planning.fit import render as render_fit
 from infra.planning.plan import build_plan, render_table
 from infra.render import RenderError, render, write
@@ -58,6 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
+def _non_negative(text: str) -> int:
+    """A count for an option: a whole number, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of 0 or more")
+    return int(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m infra", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -86,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
                      help="print the fit as JSON on stdout (the findings as JSON when there are errors)")
     fit.add_argument("--require-n-1", action="store_true",
                      help="exit 1 also when a pool that loses its biggest host leaves a pod unplaced")
+    fit.add_argument("--require-guaranteed", action="store_true",
+                     help="exit 1 also when a workload's count placed depends on how the scheduler breaks ties "
+                          "between equally scored nodes (kube-scheduler draws at random)")
+    fit.add_argument("--draws", type=_non_negative, default=DRAWS, metavar="N",
+                     help=f"random tie orders tried besides the first-node one (default {DRAWS}; 0: one placement)")
     fit.set_defaults(run=_fit)
 
     propose = commands.add_parser("propose", help="propose the cheapest pools for the declared workloads",
@@ -259,9 +271,10 @@ def _fit(args: argparse.Namespace) -> int:
         print(json.dumps({"environment": env.name, "workloads": [], "fits": True}, indent=2) if args.json
               else f"{args.inventory}: {NO_WORKLOADS}; nothing to place")
         return EXIT_OK
-    data = fit(env)
+    data = fit(env, draws=args.draws)
     print(json.dumps(data, indent=2) if args.json else render_fit(data))
-    failed = not data["fits"] or (args.require_n_1 and not data["n_minus_1_ok"])
+    failed = (not data["fits"] or (args.require_n_1 and not data["n_minus_1_ok"])
+              or (args.require_guaranteed and not data["guaranteed"]))
     return EXIT_ERRORS if failed else EXIT_OK
 
 

@@ -32,7 +32,7 @@ from infra.model.capacity import host_capacity
 from infra.model.resolve import Resolved, resolve
 from infra.model.workloads import Demand, demands, pool_offers
 from infra.planning.admission import Quotas
-from infra.planning.filters import Obj, matches, tolerates
+from infra.planning.filters import Obj, matches, pod_requests, tolerates
 from infra.planning.scheduler import GROUP_ANNOTATION, NO_PROVISIONER, Cluster, Outcome, key_of
 from infra.spec import Environment, Pool
 
@@ -126,10 +126,11 @@ class Objects:
 SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critical": 2000000000}
 
 
-def daemon_pods(view: Resolved, nodes: list[Obj]) -> list[Obj]:
+def daemon_pods(view: Resolved, nodes: list[Obj]) -> list[tuple[str, Obj]]:
     """The pods the DaemonSets the cluster layer declares (infra.render writes the same objects) run: one
     on each node whose labels and taints the pod template admits, pinned to it by the node's name as the
-    DaemonSet controller pins them; each takes a pod slot and its requests before any workload."""
+    DaemonSet controller pins them; each takes a pod slot and its requests before any workload. Returns
+    (node, pod) pairs."""
     pods = []
     for concern in build_concerns(view, helm_releases=False):
         for item in concern.objects:
@@ -149,12 +150,30 @@ def daemon_pods(view: Resolved, nodes: list[Obj]) -> list[Obj]:
                     continue
                 pinned = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [
                     {"key": "metadata.name", "operator": "In", "values": [name]}]}]}}
-                pods.append({"apiVersion": "v1", "kind": "Pod",
+                pods.append((name, {"apiVersion": "v1", "kind": "Pod",
                              "metadata": {"name": f"{item['metadata']['name']}-{name}",
                                           "namespace": item["metadata"].get("namespace", "")},
                              "spec": {**template, "priority": priority,
-                                      "affinity": {**(template.get("affinity") or {}), "nodeAffinity": pinned}}})
+                                      "affinity": {**(template.get("affinity") or {}), "nodeAffinity": pinned}}}))
     return pods
+
+
+def agent_overhead(view: Resolved) -> dict[str, dict[str, Decimal]]:
+    """Per pool, what the DaemonSet pods take on each of its nodes (its nodes are alike): "pods" (a count),
+    "cpu" (cores), and the other requests in bytes or counts."""
+    nodes = node_objects(view)
+    pool_of = {item["metadata"]["name"]: item["metadata"]["labels"].get(POOL_LABEL, "") for item in nodes}
+    first: dict[str, str] = {}  # pool -> the node read for it
+    found: dict[str, Counter[str]] = {}
+    for name, pod in daemon_pods(view, nodes):
+        pool = pool_of[name]
+        if first.setdefault(pool, name) != name:
+            continue
+        taken = found.setdefault(pool, Counter())
+        taken["pods"] += 1
+        taken.update(pod_requests(pod))
+    return {pool: {resource: Decimal(amount) / 1000 if resource == "cpu" else Decimal(amount)
+                   for resource, amount in taken.items()} for pool, taken in found.items()}
 
 
 def workload_objects(env: Environment, found: list[Demand]) -> Objects:
@@ -237,15 +256,17 @@ class Result:
     n_minus_1: dict[str, tuple[str, list[str], Outcome]]  # pool -> (lost host, pods re-placed, their outcome)
 
 
-def place(env: Environment, n_minus_1: bool = True) -> Result:
-    """Admit, schedule and (optionally) lose each pool's biggest host, over the environment's objects."""
+def place(env: Environment, n_minus_1: bool = True, ties: int | None = None) -> Result:
+    """Admit, schedule and (optionally) lose each pool's biggest host, over the environment's objects. Ties
+    between equally scored nodes go to the first, or with TIES (a seed) to a random one."""
     view = resolve(env)
     offers = [offer for pool in env.pools.values() for offer in pool_offers(view, pool)]
     objects = workload_objects(env, demands(env, offers))
     nodes = node_objects(view)
     classes, volumes = storage_objects(env)
-    cluster = Cluster(nodes, volumes, classes)
-    cluster.schedule(daemon_pods(view, nodes))  # the agents are on every node before any workload
+    cluster = Cluster(nodes, volumes, classes, ties)
+    for name, agent in daemon_pods(view, nodes):  # the agents are on their nodes before any workload
+        cluster.pin(agent, name)
     quotas = Quotas(objects.quotas)
     claims_of = defaultdict(list)
     for claim in objects.claims:
@@ -405,8 +426,27 @@ def report(result: Result) -> dict[str, Any]:
     }
 
 
-def fit(env: Environment, n_minus_1: bool = True) -> dict[str, Any]:
-    return report(place(env, n_minus_1))
+DRAWS = 4  # random tie orders tried besides the first-node one
+
+
+def fit(env: Environment, n_minus_1: bool = True, draws: int = DRAWS) -> dict[str, Any]:
+    """The report, each workload's placement marked guaranteed when every tie order tried (the first node,
+    then DRAWS random ones, as kube-scheduler draws among equal scores) places as many of its replicas."""
+    data = report(place(env, n_minus_1))
+    counts = {(w["tenant"], w["name"]): [w["placed"]] for w in data["workloads"]}
+    for seed in range(draws):
+        drawn = place(env, n_minus_1=False, ties=seed)
+        owner = drawn.objects.owner
+        placed = Counter((owner[pod].tenant, owner[pod].name) for pod in drawn.outcome.bound)
+        for key, seen in counts.items():
+            seen.append(placed[key])
+    for workload in data["workloads"]:
+        seen = counts[(workload["tenant"], workload["name"])]
+        workload["placed_range"] = [min(seen), max(seen)]
+        workload["guaranteed"] = min(seen) == max(seen)
+    data["tie_orders"] = 1 + draws
+    data["guaranteed"] = all(w["guaranteed"] for w in data["workloads"])
+    return data
 
 
 def _used(pool: dict[str, Any], name: str) -> str:
@@ -454,6 +494,12 @@ def render(data: dict[str, Any]) -> str:
             lines.append(f"  {pool['name']} loses {loss['lost']}: {loss['unplaced']} of {loss['pods_moved']} pods "
                          "no longer fit")
             lines += [f"    {entry['workload']}: {entry['count']}: {entry['reason']}" for entry in loss["failures"]]
+    fragile = [w for w in data["workloads"] if not w.get("guaranteed", True)]
+    if fragile:
+        lines += ["", f"Only possible (the count placed depends on how the scheduler breaks ties between equally "
+                      f"scored nodes; {data['tie_orders']} orders tried):"]
+        lines += [f"  {w['tenant']}/{w['name']}: {w['placed_range'][0]} to {w['placed_range'][1]} of "
+                  f"{w['replicas']} placed" for w in fragile]
     checked = [pool for pool in data["pools"] if pool.get("n_minus_1")]
     survives = sum(pool["n_minus_1"]["ok"] for pool in checked)
     refused = f", {data['refused']} refused by quota" if data["refused"] else ""

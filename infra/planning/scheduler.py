@@ -18,7 +18,9 @@ infra.planning.filters). What is mirrored:
   for, weight 1 each, integer arithmetic as the scheduler's; no other score plugin
   (`scheduler_configuration()` is that profile). Packing keeps whole nodes free for large pods and
   gangs, which is what Volcano's binpack does for GPU jobs. Ties go to the first node in the order
-  given (kube-scheduler picks at random among ties; nodes in one bucket below are interchangeable).
+  given; kube-scheduler picks at random among ties, so given a seed a tie goes to a node drawn at random
+  (per bucket below, whose nodes are interchangeable): fit tries several draws to tell a placement that
+  holds whatever the draw from one that holds only with luck.
 - Every feasible node is scored (percentageOfNodesToScore: 100).
 - Gangs (Volcano's gang plugin): pods naming one PodGroup (annotation scheduling.k8s.io/group-name)
   are placed together when the first of them reaches the head of the queue; if fewer than its
@@ -44,6 +46,7 @@ from __future__ import annotations
 import copy
 import heapq
 import json
+import random
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -125,7 +128,11 @@ def key_of(item: Obj) -> str:
 class Cluster:
     """Nodes with what is bound to them; pods are admitted, then scheduled, then possibly evicted."""
 
-    def __init__(self, nodes: Sequence[Obj], volumes: Sequence[Obj] = (), storage_classes: Sequence[Obj] = ()):
+    def __init__(self, nodes: Sequence[Obj], volumes: Sequence[Obj] = (), storage_classes: Sequence[Obj] = (),
+                 ties: int | None = None):
+        # Ties between equally scored nodes go to the first in the order given, or with TIES (a seed) to a node
+        # drawn at random, as kube-scheduler draws (selectHost's reservoir sampling among the top scores).
+        self._ties = None if ties is None else random.Random(ties)
         self.names = [str(node["metadata"]["name"]) for node in nodes]
         self._index_of = {name: i for i, name in enumerate(self.names)}
         self._labels = [dict(node["metadata"].get("labels") or {}) for node in nodes]
@@ -346,7 +353,7 @@ class Cluster:
         wanted = tuple((storage_class, size) for _, storage_class, size in claimed)
         non_zero = (non_zero_request(pod, "cpu", NON_ZERO_CPU_MILLI), non_zero_request(pod, "memory", NON_ZERO_MEMORY))
         asked = (tuple(vector), non_zero, tuple(unknown), wanted)
-        best: tuple[int, int] | None = None
+        best: tuple[int, float, int] | None = None  # score, tie-break, node
         best_volumes: tuple[str, ...] = ()
         failures: Counter[str] = Counter()
         resolvable = 0  # nodes short only of what they have: where DefaultPreemption's dry run looks
@@ -364,7 +371,8 @@ class Cluster:
                             amount <= self.allocatable[members[0]][slot] for slot, amount in vector):
                         resolvable += len(members)
                     continue
-                candidate = (score, -members[0])
+                draw = -members[0] if self._ties is None else self._ties.random()
+                candidate = (score, draw, members[0])
                 if best is None or candidate > best:
                     best, best_volumes = candidate, volumes
         if best is None:
@@ -374,7 +382,7 @@ class Cluster:
             return no_nodes_message(sum(self.alive), failures,
                                     preemption_message(spec.get("preemptionPolicy"), sum(self.alive), resolvable))
         bound_volumes = [(claim, volume) for (claim, _, _), volume in zip(claimed, best_volumes, strict=True)]
-        self._bind(key_of(pod), -best[1], dict(vector), non_zero, bound_volumes)
+        self._bind(key_of(pod), best[2], dict(vector), non_zero, bound_volumes)
         return None
 
     def _judge(self, i: int, vector: list[tuple[int, int]], unknown: list[str], non_zero: tuple[int, int],
@@ -455,6 +463,19 @@ class Cluster:
         other._templates = dict(self._templates)
         other._verdicts = dict(self._verdicts)
         return other
+
+    def pin(self, pod: Obj, node: str) -> bool:
+        """Bind a pod to the named node without a search, as the DaemonSet controller's pods are (one per node,
+        placed by name); False, and nothing bound, where the node lacks what the pod asks."""
+        if self._class_key is None:
+            self._classify(())
+        i = self._index_of[node]
+        vector, unknown = self._vector(pod)
+        if unknown or any(self.used[i][slot] + amount > self.allocatable[i][slot] for slot, amount in vector):
+            return False
+        non_zero = (non_zero_request(pod, "cpu", NON_ZERO_CPU_MILLI), non_zero_request(pod, "memory", NON_ZERO_MEMORY))
+        self._bind(key_of(pod), i, dict(vector), non_zero, [])
+        return True
 
     def node_of(self, pod: str) -> str | None:
         i = self._node_of.get(pod)

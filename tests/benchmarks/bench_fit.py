@@ -4,8 +4,8 @@
 
 fit: environments of the example's shape (bench_check_plan.generate) whose workloads are the example's
 scaled to about `--replicas` replicas, with the tenants' compute quotas scaled alike (storage quotas
-left out: scaled, they would pass the backends' capacity); `python -m infra fit --json` in a fresh
-interpreter, N-1 included.
+left out: scaled, they would pass the backends' capacity); `python -m infra fit --json --draws 0` (one
+placement; the default adds 4 with random tie orders) in a fresh interpreter, N-1 included.
 propose: the shipped example, and generated environments of `--propose` nodes with the example's
 workloads scaled to their size. Each figure is the fastest of three runs; wall time includes interpreter
 start and imports, peak is the process's maximum resident set size. Timings on shared machines are
@@ -82,7 +82,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for nodes in args.nodes:
             inventory, _ = scaled(Path(tmp) / f"fit{nodes}", nodes, args.replicas)
-            figures = measure(inventory, "fit", "--json")
+            figures = measure(inventory, "fit", "--json", "--draws", "0")  # one placement, as before draws
             data = json.loads(figures["stdout"])
             result = "fits" if data["fits"] else "some replicas do not fit"
             print(f"{'fit':>8} {'generated':>20} {data['nodes']:>6} {data['replicas']:>9} {data['placed']:>7} "

@@ -135,13 +135,14 @@ def test_max_pods_limits_a_node(inventory, write):
 def test_the_cluster_layers_daemonsets_run_a_pod_on_each_node_they_select():
     view = resolve(load_environment(EXAMPLE))
     nodes = node_objects(view)
-    pods = daemon_pods(view, nodes)
+    pairs = daemon_pods(view, nodes)
+    pods = [pod for _, pod in pairs]
     on = defaultdict(set)
-    for pod in pods:
+    for name, pod in pairs:
         [term] = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
             "nodeSelectorTerms"]
-        on[pod["metadata"]["name"].removesuffix("-" + term["matchFields"][0]["values"][0])].update(
-            term["matchFields"][0]["values"])
+        assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": [name]}]
+        on[pod["metadata"]["name"].removesuffix(f"-{name}")].add(name)
     assert on.pop("kube-multus-ds") == {n["metadata"]["name"] for n in nodes}  # every node: pod networking
     assert on and all(name.startswith("rdma-") for name in on), on  # and the RDMA pools' plugins, on those only
     assert set().union(*on.values()) == {"gpu-a100-01", "gpu-a100-02", "gpu-h100-01", "gpu-h100-02"}
@@ -304,6 +305,51 @@ def test_fit_prints_the_table_and_exits_0_when_every_replica_fits():
 
 def test_fit_require_n_1_exits_1_when_a_pool_cannot_lose_its_biggest_host():
     assert run("fit", "--require-n-1", "inventories/example").returncode == 1
+
+
+# ---------------------------------------------------------------- ties: guaranteed or only possible
+
+
+def tie_sensitive(inventory):
+    """A CPU job allowed on the cpu and mem pools, scoring the same on an empty cpu node and the empty mem node
+    (kube-scheduler draws between them), then the cache's database, which needs the mem node's local disk."""
+    inventory["group_vars"]["all"]["tenants"]["svc"].update({
+        "pools": ["cpu", "mem"], "quota": {"requests.cpu": 32, "requests.memory": "64Gi"},
+        "limit_range": {"default": {"cpu": "1", "memory": "1Gi"}, "default_request": {"cpu": "1", "memory": "1Gi"}}})
+    inventory["group_vars"]["all"]["workloads"] = {
+        "svc": {"big": {"replicas": 1, "requests": {"cpu": "15", "memory": "1Gi"},
+                        "limits": {"cpu": "15", "memory": "1Gi"}}},
+        "cache": {"db": {"replicas": 1,
+                         "storage": {"storage_class": "local", "size": "10Gi"}}}}
+    return inventory
+
+
+def test_a_placement_that_depends_on_how_ties_are_broken_is_only_possible(inventory, write):
+    data = fit(load_environment(write(tie_sensitive(inventory))), draws=8)
+    db = by_name(data)["cache/db"]
+    assert (data["fits"], db["placed"]) == (True, 1)  # the first node in order is a cpu node: it fits...
+    assert (db["guaranteed"], db["placed_range"]) == (False, [0, 1])  # ...but a draw may take the mem node
+    assert by_name(data)["svc/big"]["guaranteed"] and not data["guaranteed"]
+    assert "  cache/db: 0 to 1 of 1 placed" in render(data).splitlines()
+
+
+def test_a_placement_that_holds_whatever_the_draw_is_guaranteed(inventory, write):
+    inventory = tie_sensitive(inventory)
+    inventory["group_vars"]["all"]["tenants"]["svc"]["pools"] = ["cpu"]  # the CPU job cannot take the disk's node
+    data = fit(load_environment(write(inventory)), draws=8)
+    assert data["guaranteed"] and all(w["placed_range"] == [1, 1] for w in data["workloads"])
+    assert "Only possible" not in render(data)
+    assert fit(load_environment(EXAMPLE))["guaranteed"]
+
+
+def test_fit_require_guaranteed_exits_1_on_a_placement_that_holds_only_with_luck(inventory, write):
+    path = write(tie_sensitive(inventory))
+    assert run("fit", "--draws", "8", str(path)).returncode == 0
+    assert run("fit", "--draws", "8", "--require-guaranteed", str(path)).returncode == 1
+    assert run("fit", "--draws", "0", "--require-guaranteed", str(path)).returncode == 0  # one order: no draw
+    assert run("fit", "--require-guaranteed", "inventories/example").returncode == 0
+    refused = run("fit", "--draws", "-1", str(path))
+    assert refused.returncode == 2 and "'-1' is not a whole number of 0 or more" in refused.stderr
 
 
 def test_fit_exits_1_when_a_replica_does_not_fit_and_json_says_why(inventory, write):

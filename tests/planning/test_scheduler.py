@@ -447,3 +447,13 @@ def test_bucketed_placement_equals_trying_every_node(seed):
                         selector=None if kind == "any" else {"pool": kind}, extra=extra))
     outcome = Cluster(nodes).schedule(pods)
     assert (outcome.bound, outcome.unschedulable) == reference(nodes, pods)
+
+
+def test_a_pinned_pod_takes_its_node_s_room_and_one_that_does_not_fit_is_not_bound():
+    """DaemonSet pods are bound by name, before any workload: they take a pod slot and their requests."""
+    cluster = Cluster([node("a", cpu="4", pods="2"), node("b", cpu="4", pods="2")])
+    assert cluster.pin(pod("agent-a", cpu="1"), "a")
+    assert not cluster.pin(pod("huge-b", cpu="5"), "b")  # more than b has: nothing bound
+    outcome = cluster.schedule([pod("w1", cpu="3"), pod("w2", cpu="3"), pod("w3", cpu="1")])
+    assert outcome.bound == {"t/w1": "a", "t/w2": "b", "t/w3": "b"}  # a: the agent's cpu and slot are taken
+    assert cluster.node_of("t/agent-a") == "a" and cluster.node_of("t/huge-b") is None

@@ -14,6 +14,8 @@ from infra.knowledge.units import GIB
 from infra.model.capacity import host_capacity
 from infra.model.mig import placement
 from infra.model.network import missing_slots
+from infra.model.resolve import resolve
+from infra.planning.fit import agent_overhead
 from infra.spec import Environment, Host, Pool
 from infra.spec.models import HostVars, Machine
 
@@ -117,6 +119,7 @@ def candidates(env: Environment, pool: Pool, media: frozenset[str]) -> list[Cand
     workload rules are left to the program, which knows which replicas a candidate serves.
     """
     cluster = env.cluster
+    agents = agent_overhead(resolve(env)).get(pool.name, {})  # the DaemonSet pods every node of the pool runs
     probe = {name: (other.vars.machine, current_layout(other), 1) for name, other in env.pools.items()}
     baseline = _error_keys(reshaped_env(env, probe))
     found = []
@@ -146,6 +149,9 @@ def candidates(env: Environment, pool: Pool, media: frozenset[str]) -> list[Cand
                         "pods": float(one.max_pods)}
             capacity.update({size: float(amount / GIB) for size, amount in one.hugepages.items()})
             capacity.update({resource: float(count) for resource, count in one.gpu_resources.items()})
+            for resource, amount in agents.items():
+                scale = GIB if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-") else 1
+                capacity[resource] = capacity.get(resource, 0.0) - float(amount / scale)
             found.append(Candidate(name, layout, capacity, machine.numa_nodes, machine.gpu_model,
                                    float(machine.monthly_price)))
     return found
