@@ -256,16 +256,32 @@ class Result:
     n_minus_1: dict[str, tuple[str, list[str], Outcome]]  # pool -> (lost host, pods re-placed, their outcome)
 
 
-def place(env: Environment, n_minus_1: bool = True, ties: int | None = None) -> Result:
-    """Admit, schedule and (optionally) lose each pool's biggest host, over the environment's objects. Ties
-    between equally scored nodes go to the first, or with TIES (a seed) to a random one."""
+@dataclass(frozen=True)
+class Inputs:
+    """The environment as objects, built once however many times they are placed (read, never changed)."""
+
+    objects: Objects
+    nodes: list[Obj]
+    classes: list[Obj]
+    volumes: list[Obj]
+    agents: list[tuple[str, Obj]]  # (node, DaemonSet pod)
+
+
+def inputs(env: Environment) -> Inputs:
     view = resolve(env)
     offers = [offer for pool in env.pools.values() for offer in pool_offers(view, pool)]
-    objects = workload_objects(env, demands(env, offers))
     nodes = node_objects(view)
     classes, volumes = storage_objects(env)
-    cluster = Cluster(nodes, volumes, classes, ties)
-    for name, agent in daemon_pods(view, nodes):  # the agents are on their nodes before any workload
+    return Inputs(workload_objects(env, demands(env, offers)), nodes, classes, volumes, daemon_pods(view, nodes))
+
+
+def place(env: Environment, n_minus_1: bool = True, ties: int | None = None, given: Inputs | None = None) -> Result:
+    """Admit, schedule and (optionally) lose each pool's biggest host, over the environment's objects (GIVEN,
+    or built here). Ties between equally scored nodes go to the first, or with TIES (a seed) to a random one."""
+    built = given or inputs(env)
+    objects, nodes = built.objects, built.nodes
+    cluster = Cluster(nodes, built.volumes, built.classes, ties)
+    for name, agent in built.agents:  # the agents are on their nodes before any workload
         cluster.pin(agent, name)
     quotas = Quotas(objects.quotas)
     claims_of = defaultdict(list)
@@ -432,10 +448,11 @@ DRAWS = 4  # random tie orders tried besides the first-node one
 def fit(env: Environment, n_minus_1: bool = True, draws: int = DRAWS) -> dict[str, Any]:
     """The report, each workload's placement marked guaranteed when every tie order tried (the first node,
     then DRAWS random ones, as kube-scheduler draws among equal scores) places as many of its replicas."""
-    data = report(place(env, n_minus_1))
+    built = inputs(env)
+    data = report(place(env, n_minus_1, given=built))
     counts = {(w["tenant"], w["name"]): [w["placed"]] for w in data["workloads"]}
     for seed in range(draws):
-        drawn = place(env, n_minus_1=False, ties=seed)
+        drawn = place(env, n_minus_1=False, ties=seed, given=built)
         owner = drawn.objects.owner
         placed = Counter((owner[pod].tenant, owner[pod].name) for pod in drawn.outcome.bound)
         for key, seen in counts.items():
