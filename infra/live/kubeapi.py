@@ -116,13 +116,15 @@ def object_path(o: dict[str, Any], plural: str, name: bool = True) -> str:
     return path + (f"/{urllib.parse.quote(o['metadata']['name'])}" if name else "")
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, every: float = 0.25) -> T:
-    """Poll `probe` until it returns something other than None; TimeoutError naming `what` after `timeout` s."""
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60, every: float = 0.25,
+             seen: Callable[[], object] | None = None) -> T:
+    """Poll `probe` until it returns something other than None; TimeoutError naming `what` after `timeout` s,
+    with what `seen` then reports (the state the probe looked at) when given."""
     deadline = time.monotonic() + timeout
     while True:
         value = probe()
         if value is not None:
             return value
         if time.monotonic() >= deadline:
-            raise TimeoutError(f"{what}: not after {timeout:.0f} s")
+            raise TimeoutError(f"{what}: not after {timeout:.0f} s" + (f"; last seen: {seen()}" if seen else ""))
         time.sleep(every)
