@@ -15,9 +15,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
+import yaml
+
 from infra.checks import RULES, Finding, Rule, has_errors, run_checks
 from infra.hosts.hostvars import environment_host_vars
 from infra.hosts.stages import HostStages, StageResult
+from infra.model.resolve import resolve
+from infra.model.scheduler import kubespray_variables, scheduler_configuration_of
 from infra.planning.fit import DRAWS, fit
 from infra.planning.fit import render as render_fit
 from infra.planning.plan import build_plan, render_table
@@ -35,6 +39,7 @@ Plan Kubernetes node pools by workload profile, from one inventory folder.
   propose INVENTORY the cheapest pool sizes, machines and MIG layouts for the workloads, N-1 safe (MILP)
   render INVENTORY  every object and Helm release of the cluster layer as YAML, validated offline
   hostvars INVENTORY  what the host layer applies to each host, as JSON (runs check first)
+  scheduler INVENTORY the kube-scheduler configuration fit simulates, as YAML; --kubespray as Kubespray's variables
   run INVENTORY     the main job's stages in order (check, plan, fit, render), with progress per stage;
                     --hosts adds the host stages on sandbox hosts (start, bootstrap, verify, report, clean up),
                     --real-cluster the real Pulumi path (control plane, pulumi up, probes, teardown), --all both
@@ -128,6 +133,17 @@ def _parser() -> argparse.ArgumentParser:
     hostvars.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/sandbox")
     hostvars.add_argument("--host", metavar="NAME", help="one host's settings only")
     hostvars.set_defaults(run=_hostvars, json=False)
+
+    scheduler = commands.add_parser(
+        "scheduler", help="print the kube-scheduler configuration fit simulates",
+        description="Check the inventory, then print the KubeSchedulerConfiguration fit simulates and the cluster "
+                    "must run: the one group_vars/all.yml declares with Kubespray's kube_scheduler_profiles, or "
+                    "the project's bin-packing profile. Give it to kube-scheduler with --config; with --kubespray "
+                    "it is printed as the Kubespray variables to add to group_vars/all.yml.")
+    scheduler.add_argument("inventory", metavar="INVENTORY", help="inventory folder, e.g. inventories/sandbox")
+    scheduler.add_argument("--kubespray", action="store_true",
+                           help="print kube_scheduler_profiles and kube_scheduler_config_extra_opts instead")
+    scheduler.set_defaults(run=_scheduler, json=False)
 
     run = commands.add_parser("run", help="run the main job's stages with progress",
                               description="The main job: check, plan, fit and render, then with --hosts the host "
@@ -305,6 +321,15 @@ def _hostvars(args: argparse.Namespace) -> int:
             return EXIT_UNUSABLE
         data = data["hosts"][args.host]
     print(json.dumps(data, indent=2))
+    return EXIT_OK
+
+
+def _scheduler(args: argparse.Namespace) -> int:
+    env = _checked(args, "configuring the scheduler")
+    if isinstance(env, int):
+        return env
+    config = scheduler_configuration_of(resolve(env))
+    print(yaml.safe_dump(kubespray_variables(config) if args.kubespray else config, sort_keys=False), end="")
     return EXIT_OK
 
 

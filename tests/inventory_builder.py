@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from infra.model.scheduler import Scoring, kubespray_variables, scheduler_configuration
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted(p.name for p in (ROOT / "inventories").iterdir() if p.is_dir())
 
@@ -83,6 +85,11 @@ _BASE = {
     },
     "host_vars": {},
 }
+
+
+# kube-scheduler's configuration as Kubespray's variables: the project's profile for the base's resources
+_BASE["group_vars"]["all"].update(kubespray_variables(scheduler_configuration(Scoring("MostAllocated", (
+    ("cpu", 1), ("memory", 1), ("nvidia.com/gpu.shared", 1), ("nvidia.com/mig-1g.10gb", 1))))))
 
 
 def base_inventory() -> dict:

@@ -134,10 +134,46 @@ def test_unusable_input_exits_2_without_a_traceback(inventory, write, tmp_path, 
     assert len(data["unusable"]) == 1
 
 
+@pytest.mark.parametrize("env", SHIPPED)
+def test_scheduler_prints_the_configuration_the_inventory_declares(env):
+    """--kubespray prints exactly the Kubespray variables of the shipped inventory (so the inventory is what fit
+    simulates), and without it the KubeSchedulerConfiguration kube-scheduler takes with --config."""
+    import yaml
+
+    declared = yaml.safe_load((ROOT / "inventories" / env / "group_vars" / "all.yml").read_text())
+    kubespray = run("scheduler", f"inventories/{env}", "--kubespray")
+    assert kubespray.returncode == 0, kubespray.stderr
+    assert yaml.safe_load(kubespray.stdout) == {key: declared[key] for key in
+                                                ("kube_scheduler_profiles", "kube_scheduler_config_extra_opts")}
+    config = yaml.safe_load(run("scheduler", f"inventories/{env}").stdout)
+    assert config["kind"] == "KubeSchedulerConfiguration" and config["percentageOfNodesToScore"] == 100
+    assert config["profiles"] == declared["kube_scheduler_profiles"]
+
+
+def test_scheduler_without_the_declaration_prints_the_project_s_profile_and_warns(inventory, write):
+    import yaml
+
+    del inventory["group_vars"]["all"]["kube_scheduler_profiles"]
+    result = run("scheduler", str(write(inventory)), "--kubespray")
+    assert result.returncode == 0
+    assert "WARNING SCHEDULER-UNDECLARED" in result.stderr
+    resources = yaml.safe_load(result.stdout)["kube_scheduler_profiles"][0]["pluginConfig"][0]["args"][
+        "scoringStrategy"]["resources"]
+    assert [r["name"] for r in resources] == ["cpu", "memory", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb"]
+
+
+def test_scheduler_refuses_a_profile_fit_cannot_simulate(inventory, write):
+    inventory["group_vars"]["all"]["kube_scheduler_config_extra_opts"] = {"percentageOfNodesToScore": 30}
+    result = run("scheduler", str(write(inventory)))
+    assert result.returncode == 1 and result.stdout == ""
+    assert "ERROR   SCHEDULER-PROFILE" in result.stderr and "percentageOfNodesToScore must be 100" in result.stderr
+
+
 def test_help_lists_commands_and_exit_codes():
     result = run("--help")
     assert result.returncode == 0
-    for word in ("check INVENTORY", "plan INVENTORY", "fit INVENTORY", "run INVENTORY", "rules", "exit codes"):
+    for word in ("check INVENTORY", "plan INVENTORY", "fit INVENTORY", "scheduler INVENTORY", "run INVENTORY", "rules",
+                 "exit codes"):
         assert word in result.stdout
 
 

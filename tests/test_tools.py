@@ -281,6 +281,14 @@ def test_service_account_tokens_are_signed_by_the_controller_manager_with_the_ap
     assert kcm["leader-elect"] == flags["kube-scheduler"]["leader-elect"] == "false"
 
 
+def test_the_scheduler_runs_the_inventory_s_configuration():
+    """--config, written by `up` from `python -m infra scheduler` (what the running scheduler then says it runs is
+    tests/live/test_scheduler_config.py's); with --config, kube-scheduler ignores --kubeconfig, so none is given."""
+    scheduler = cluster_flags()["kube-scheduler"]
+    assert scheduler["config"].endswith("/.state/cluster/scheduler-config.yaml")
+    assert "kubeconfig" not in scheduler
+
+
 def test_dev_sh_help_names_the_cluster_command_and_prints_its_whole_header():
     dev = (ROOT / "dev.sh").read_text().splitlines()
     header_end = dev.index("set -euo pipefail")  # 0-based index = the last header line, 1-based

@@ -8,6 +8,8 @@
 #   tools/cluster.sh status      each component's pid and health; exit 0 only when all are healthy
 #   tools/cluster.sh kubeconfig  print the admin kubeconfig's path (user in group system:masters)
 #   tools/cluster.sh flags       print each component's command line; starts nothing
+# kube-scheduler runs the configuration `python -m infra scheduler` prints for the inventory, the one
+# fit simulates (scheduler-config.yaml; CLUSTER_PYTHON, default .venv/bin/python, runs it).
 # State is under .state/cluster/ of the checkout: pki/ (kept across down; `down --purge` removes it),
 # etcd/, logs/, pids/ and the kubeconfigs. Every listener is on 127.0.0.1. Ports: CLUSTER_ETCD_PORT
 # (22379), CLUSTER_ETCD_PEER_PORT (22380), CLUSTER_APISERVER_PORT (26443), CLUSTER_KCM_PORT (20257),
@@ -29,6 +31,7 @@ SCHEDULER_PORT=${CLUSTER_SCHEDULER_PORT:-20259}
 KWOK_PORT=${CLUSTER_KWOK_PORT:-20250}
 INVENTORY=${CLUSTER_INVENTORY:-sandbox}
 TIMEOUT=${CLUSTER_TIMEOUT:-120}
+SCHEDULER_CONFIG=$STATE/scheduler-config.yaml
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # The admission plugins a production cluster runs: kube-apiserver 1.34's default-on set
 # (pkg/kubeapiserver/options/plugins.go, DefaultOffAdmissionPlugins) written out, plus NodeRestriction,
@@ -41,7 +44,7 @@ ADMISSION_PLUGINS+=,ClusterTrustBundleAttest,CertificateSubjectRestriction,Defau
 ADMISSION_PLUGINS+=,PodSecurity,PodTopologyLabels,MutatingAdmissionPolicy,ValidatingAdmissionPolicy
 ADMISSION_PLUGINS+=,NodeRestriction
 
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "cluster: $*" >&2; exit 1; }
 
 T0=$(date +%s.%N)
@@ -72,6 +75,16 @@ first_ip() {
   n=$(((a << 24 | b << 16 | c << 8 | d) & (0xffffffff << (32 - bits) & 0xffffffff)))
   n=$((n + 1))
   echo "$((n >> 24 & 255)).$((n >> 16 & 255)).$((n >> 8 & 255)).$((n & 255))"
+}
+
+# scheduler_config: the inventory's kube-scheduler configuration (what fit simulates) with this control
+# plane's connection to the API server (with --config, kube-scheduler ignores --kubeconfig and --profiling).
+scheduler_config() {
+  local python=${CLUSTER_PYTHON:-$ROOT/.venv/bin/python} config
+  config=$(cd "$ROOT" && "$python" -m infra scheduler "inventories/$INVENTORY" 2>"$STATE/scheduler-config.err") \
+    || die "python -m infra scheduler inventories/$INVENTORY failed: $(tail -n 20 "$STATE/scheduler-config.err")"
+  printf '%s\nclientConnection:\n  kubeconfig: %s\nleaderElection:\n  leaderElect: false\nenableProfiling: false\n' \
+    "$config" "$STATE/scheduler.kubeconfig" >"$SCHEDULER_CONFIG"
 }
 
 bin_dirs() {
@@ -132,8 +145,7 @@ flags() {
       ;;
     kube-scheduler)
       printf '%s\n' "$(binary kube-scheduler)" \
-        --bind-address=$HOST --secure-port="$SCHEDULER_PORT" \
-        --kubeconfig="$STATE/scheduler.kubeconfig" \
+        --bind-address=$HOST --secure-port="$SCHEDULER_PORT" --config="$SCHEDULER_CONFIG" \
         --authentication-kubeconfig="$STATE/scheduler.kubeconfig" \
         --authorization-kubeconfig="$STATE/scheduler.kubeconfig" \
         --leader-elect=false --profiling=false
@@ -364,6 +376,7 @@ up() {
   kubeconfig_for admin
   kubeconfig_for controller-manager
   kubeconfig_for scheduler
+  scheduler_config
   for component in "${COMPONENTS[@]}"; do
     start "$component"
     wait_healthy "$component"

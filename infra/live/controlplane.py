@@ -1,20 +1,24 @@
 """A local control plane from the pinned tools: tools/cluster.sh (etcd, kube-apiserver, controller manager,
-scheduler, kwok) on free loopback ports, and an inventory's hosts registered as Nodes; the pinned tools' paths,
-or ToolsMissing naming the command that builds them.
+scheduler with the inventory's configuration, kwok) on free loopback ports, and an inventory's hosts registered
+as Nodes; the pinned tools' paths, or ToolsMissing naming the command that builds them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra.cluster.objects import Obj
 from infra.live.kubeapi import Kube, wait_for
+from infra.model.scheduler import Scoring
 
 ROOT = Path(__file__).resolve().parents[2]
 STATE = ROOT / ".state"
@@ -82,7 +86,8 @@ class LocalCluster:
         return self.root / ".state" / "cluster" / "admin.kubeconfig"
 
     def _sh(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(self.root / "tools" / "cluster.sh"), *args], env={**os.environ, **self.ports},
+        return subprocess.run([str(self.root / "tools" / "cluster.sh"), *args],
+                              env={**os.environ, "CLUSTER_PYTHON": sys.executable, **self.ports},
                               capture_output=True, text=True, timeout=timeout)
 
     def up(self) -> StageResult:
@@ -104,6 +109,24 @@ class LocalCluster:
 
     def api(self) -> Kube:
         return Kube(self.kubeconfig)
+
+    def scheduler_scoring(self) -> tuple[Scoring, int, list[str]]:
+        """What the running kube-scheduler says it scores with (its /configz, read with the admin's
+        certificate): the first profile's NodeResourcesFit strategy, the share of nodes it scores and its
+        enabled score plugins."""
+        pki = self.root / ".state" / "cluster" / "pki"
+        tls = ssl.create_default_context()
+        tls.check_hostname, tls.verify_mode = False, ssl.CERT_NONE  # its serving certificate is self-signed
+        tls.load_cert_chain(pki / "admin.crt", pki / "admin.key")
+        url = f"https://127.0.0.1:{self.ports['CLUSTER_SCHEDULER_PORT']}/configz"
+        with urllib.request.urlopen(url, context=tls, timeout=10) as answer:
+            config = json.load(answer)["componentconfig"]
+        profile = config["Profiles"][0]
+        args = next(c["Args"] for c in profile["PluginConfig"] if c["Name"] == "NodeResourcesFit")
+        strategy = args["ScoringStrategy"]
+        scoring = Scoring(strategy["Type"], tuple((r["Name"], int(r["Weight"])) for r in strategy["Resources"]))
+        return (scoring, int(config["PercentageOfNodesToScore"] or 0),
+                [plugin["Name"] for plugin in profile["Plugins"]["Score"]["Enabled"] or []])
 
     def register_nodes(self, inventory: str, settle: bool = True) -> StageResult:
         """The inventory's hosts as Nodes (tools/make_nodes.py), then (unless `settle` is False) waits until

@@ -30,10 +30,17 @@ from infra.cluster.placement import pool_affinity
 from infra.knowledge.units import GIB
 from infra.model.capacity import host_capacity
 from infra.model.resolve import Resolved, resolve
+from infra.model.scheduler import Scoring, scheduler_configuration_of, scoring_of
 from infra.model.workloads import Demand, demands, pool_offers
 from infra.planning.admission import Quotas
 from infra.planning.filters import Obj, matches, pod_requests, tolerates
-from infra.planning.scheduler import GROUP_ANNOTATION, NO_PROVISIONER, Cluster, Outcome, key_of
+from infra.planning.scheduler import (
+    GROUP_ANNOTATION,
+    NO_PROVISIONER,
+    Cluster,
+    Outcome,
+    key_of,
+)
 from infra.spec import Environment, Pool
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -265,6 +272,7 @@ class Inputs:
     classes: list[Obj]
     volumes: list[Obj]
     agents: list[tuple[str, Obj]]  # (node, DaemonSet pod)
+    scoring: Scoring  # the environment's scheduler configuration, as the simulation reads it
 
 
 def inputs(env: Environment) -> Inputs:
@@ -272,7 +280,8 @@ def inputs(env: Environment) -> Inputs:
     offers = [offer for pool in env.pools.values() for offer in pool_offers(view, pool)]
     nodes = node_objects(view)
     classes, volumes = storage_objects(env)
-    return Inputs(workload_objects(env, demands(env, offers)), nodes, classes, volumes, daemon_pods(view, nodes))
+    return Inputs(workload_objects(env, demands(env, offers)), nodes, classes, volumes, daemon_pods(view, nodes),
+                  scoring_of(scheduler_configuration_of(view)))
 
 
 def place(env: Environment, n_minus_1: bool = True, ties: int | None = None, given: Inputs | None = None) -> Result:
@@ -280,7 +289,7 @@ def place(env: Environment, n_minus_1: bool = True, ties: int | None = None, giv
     or built here). Ties between equally scored nodes go to the first, or with TIES (a seed) to a random one."""
     built = given or inputs(env)
     objects, nodes = built.objects, built.nodes
-    cluster = Cluster(nodes, built.volumes, built.classes, ties)
+    cluster = Cluster(nodes, built.volumes, built.classes, ties, built.scoring)
     for name, agent in built.agents:  # the agents are on their nodes before any workload
         cluster.pin(agent, name)
     quotas = Quotas(objects.quotas)
@@ -431,6 +440,7 @@ def report(result: Result) -> dict[str, Any]:
     return {
         "environment": result.env.name,
         "nodes": len(result.nodes),
+        "scoring": {"strategy": cluster.scoring.strategy, "resources": dict(cluster.scoring.weights)},
         "workloads": workloads,
         "replicas": len(pods),
         "placed": placed,
@@ -475,8 +485,8 @@ def _used(pool: dict[str, Any], name: str) -> str:
 def render(data: dict[str, Any]) -> str:
     """The fit for a terminal: pools with utilisation and N-1, then what does not fit and why."""
     lines = [f"Fit for {data['environment']}: {data['replicas']} replicas of {len(data['workloads'])} workloads "
-             f"on {data['nodes']} nodes", "(quota admission, then kube-scheduler's filters with the MostAllocated "
-             "score; Volcano gangs all or none)", ""]
+             f"on {data['nodes']} nodes", f"(quota admission, then kube-scheduler's filters with the "
+             f"{data['scoring']['strategy']} score; Volcano gangs all or none)", ""]
     header = ["POOL", "NODES", "PODS", "CPU req/alloc", "MEM GiB req/alloc", "GPU req/alloc", "N-1: LOSE", "N-1"]
     rows = []
     for pool in data["pools"]:

@@ -13,14 +13,14 @@ infra.planning.filters). What is mirrored:
   extended resources: requests against allocatable minus what bound pods request; every shortfall
   is a reason), VolumeBinding (an unbound claim of a class without a provisioner needs a free
   PersistentVolume of that class and size on the node, the smallest such one is taken).
-- Score: NodeResourcesFit with scoringStrategy MostAllocated over cpu, memory (pods without requests
-  count 100m / 200Mi, as the scheduler's non-zero defaults) and the extended resources the pod asks
-  for, weight 1 each, integer arithmetic as the scheduler's; no other score plugin
-  (`scheduler_configuration()` is that profile). Packing keeps whole nodes free for large pods and
-  gangs, which is what Volcano's binpack does for GPU jobs. Ties go to the first node in the order
-  given; kube-scheduler picks at random among ties, so given a seed a tie goes to a node drawn at random
-  (per bucket below, whose nodes are interchangeable): fit tries several draws to tell a placement that
-  holds whatever the draw from one that holds only with luck.
+- Score: NodeResourcesFit alone, with the scoringStrategy of the configuration given (`Scoring`, read by
+  infra.model.scheduler.scoring_of from a KubeSchedulerConfiguration, which disables every other score
+  plugin): MostAllocated (packing) or LeastAllocated (spreading) over the resources it lists with their
+  weights, cpu and memory with the non-zero defaults for pods without requests (100m / 200Mi), an
+  extended resource only when the pod asks for it, integer arithmetic as the scheduler's. Ties go to the
+  first node in the order given; kube-scheduler picks at random among ties, so given a seed a tie goes to
+  a node drawn at random (per bucket below, whose nodes are interchangeable): fit tries several draws to
+  tell a placement that holds whatever the draw from one that holds only with luck.
 - Every feasible node is scored (percentageOfNodesToScore: 100).
 - Gangs (Volcano's gang plugin): pods naming one PodGroup (annotation scheduling.k8s.io/group-name)
   are placed together when the first of them reaches the head of the queue; if fewer than its
@@ -52,6 +52,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from infra.model.scheduler import Scoring
 from infra.planning.filters import (
     REASON_AFFINITY,
     REASON_PODS,
@@ -77,27 +78,10 @@ MAX_NODE_SCORE = 100
 NON_ZERO_CPU_MILLI = 100  # the scheduler's defaults for pods without requests, in scoring only
 NON_ZERO_MEMORY = 200 * 2**20
 
+DEFAULT_SCORING = Scoring()  # MostAllocated over cpu and memory
 _BASE_RESOURCES = ("pods", "cpu", "memory", "ephemeral-storage")
 _STATIC_FIELDS = ("tolerations", "nodeSelector", "affinity")  # what the label and taint filters read
 _TEMPLATE_FIELDS = (*_STATIC_FIELDS, "containers", "initContainers", "overhead")  # all the scheduler reads
-
-
-def scheduler_configuration(extended_resources: Iterable[str]) -> Obj:
-    """The KubeSchedulerConfiguration this module mirrors: default filters, one score (MostAllocated)."""
-    resources = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
-    resources += [{"name": name, "weight": 1} for name in sorted(set(extended_resources))]
-    return {
-        "apiVersion": "kubescheduler.config.k8s.io/v1",
-        "kind": "KubeSchedulerConfiguration",
-        "percentageOfNodesToScore": 100,
-        "profiles": [{
-            "schedulerName": "default-scheduler",
-            "plugins": {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit", "weight": 1}]},
-                        "preScore": {"disabled": [{"name": "*"}]}},
-            "pluginConfig": [{"name": "NodeResourcesFit", "args": {
-                "scoringStrategy": {"type": "MostAllocated", "resources": resources}}}],
-        }],
-    }
 
 
 # ---------------------------------------------------------------- the cluster's state
@@ -129,7 +113,7 @@ class Cluster:
     """Nodes with what is bound to them; pods are admitted, then scheduled, then possibly evicted."""
 
     def __init__(self, nodes: Sequence[Obj], volumes: Sequence[Obj] = (), storage_classes: Sequence[Obj] = (),
-                 ties: int | None = None):
+                 ties: int | None = None, scoring: Scoring = DEFAULT_SCORING):
         # Ties between equally scored nodes go to the first in the order given, or with TIES (a seed) to a node
         # drawn at random, as kube-scheduler draws (selectHost's reservoir sampling among the top scores).
         self._ties = None if ties is None else random.Random(ties)
@@ -151,7 +135,13 @@ class Cluster:
         self._free: list[tuple[tuple[str, int, str], ...]] = [() for _ in nodes]
         self._volumes: dict[str, tuple[int, _Volume]] = {}
         self._place_volumes(volumes)
-        self._extended = {slot for name, slot in self._slot.items() if "/" in name}  # scored when asked for
+        self.scoring = scoring
+        weights = dict(scoring.weights)
+        self._most = scoring.strategy == "MostAllocated"
+        self._base_weights = [(self._slot[name], index, weights[name]) for index, name in enumerate(("cpu", "memory"))
+                              if name in weights]
+        self._extended = {self._slot[name]: weight for name, weight in weights.items() if name in self._slot
+                          and "/" in name}  # scored when asked for
         self.non_zero: list[tuple[int, int]] = [(0, 0) for _ in nodes]  # cpu, memory as scoring counts them
         self._node_of: dict[str, int] = {}  # bound pod -> node
         self._requests: dict[str, tuple[dict[int, int], tuple[int, int]]] = {}  # bound pod -> what it holds
@@ -331,17 +321,21 @@ class Cluster:
         return tuple(chosen)
 
     def _score(self, i: int, vector: list[tuple[int, int]], non_zero: tuple[int, int]) -> int:
-        """MostAllocated: the weighted mean of (requested + pod) * 100 / allocatable over the scored resources,
-        in integers; cpu and memory with the non-zero defaults, extended resources only when the pod asks."""
+        """NodeResourcesFit: the weighted mean over the scored resources of (requested + pod) * 100 / allocatable
+        (MostAllocated) or what stays free of it (LeastAllocated, 0 when over), in integers; cpu and memory with
+        the non-zero defaults, an extended resource only when the pod asks and the node has it."""
         allocatable, used, held = self.allocatable[i], self.used[i], self.non_zero[i]
         total = weights = 0
-        scored = [(self._slot["cpu"], held[0] + non_zero[0]), (self._slot["memory"], held[1] + non_zero[1])]
-        scored += [(slot, used[slot] + asked) for slot, asked in vector if slot in self._extended]
-        for slot, requested in scored:
+        scored = [(slot, held[index] + non_zero[index], weight) for slot, index, weight in self._base_weights]
+        scored += [(slot, used[slot] + asked, self._extended[slot]) for slot, asked in vector if slot in self._extended]
+        for slot, requested, weight in scored:
             capacity = allocatable[slot]
             if capacity:
-                total += min(requested, capacity) * MAX_NODE_SCORE // capacity
-                weights += 1
+                if self._most:
+                    total += min(requested, capacity) * MAX_NODE_SCORE // capacity * weight
+                elif requested <= capacity:
+                    total += (capacity - requested) * MAX_NODE_SCORE // capacity * weight
+                weights += weight
         return total // weights if weights else 0
 
     def place(self, pod: Obj, claims: dict[str, Obj]) -> str | None:

@@ -356,6 +356,12 @@ class ClusterVars(Strict):
     storage_classes: dict[DnsLabel, StorageClassSpec] = Field(default_factory=dict)
     host_rollout: HostRollout = Field(default_factory=HostRollout)
     agent_rollout: AgentRollout = Field(default_factory=AgentRollout)
+    kube_scheduler_profiles: list[dict[str, Any]] | None = Field(
+        None, description="Kubespray's: kube-scheduler's profiles; unset, fit simulates the project's bin-packing "
+        "profile, which `python -m infra scheduler INVENTORY --kubespray` prints for Kubespray to apply")
+    kube_scheduler_config_extra_opts: dict[str, Any] = Field(
+        default_factory=dict, description="Kubespray's: more KubeSchedulerConfiguration fields "
+        "(percentageOfNodesToScore)")
 
     @field_validator("kube_version", mode="before")
     @classmethod

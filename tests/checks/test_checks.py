@@ -401,6 +401,29 @@ CASES += [
           workloads("svc", numa_aligned=True, requests={"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"}))),
 ]
 
+def scoring(**changes):
+    """A mutation of the declared profile's NodeResourcesFit scoringStrategy."""
+    def mutate(data):
+        data["group_vars"]["all"]["kube_scheduler_profiles"][0]["pluginConfig"][0]["args"]["scoringStrategy"].update(
+            changes)
+    return mutate
+
+
+def undeclared(data):
+    del data["group_vars"]["all"]["kube_scheduler_profiles"]
+
+
+CASES += [
+    ("SCHEDULER-UNDECLARED", undeclared, scoring(resources=[{"name": "cpu", "weight": 1}])),
+    ("SCHEDULER-PROFILE", scoring(type="RequestedToCapacityRatio"), scoring(type="LeastAllocated")),
+    ("SCHEDULER-PROFILE", set_in("all.kube_scheduler_config_extra_opts", {"percentageOfNodesToScore": 50}),
+     set_in("all.kube_scheduler_config_extra_opts", {"percentageOfNodesToScore": 100, "podMaxBackoffSeconds": 5})),
+    # without the profile, the project's is used, and the extra fields still apply
+    ("SCHEDULER-PROFILE", both(undeclared, set_in("all.kube_scheduler_config_extra_opts", {"percentageOfNodesToScore": 50})),
+     both(undeclared, set_in("all.kube_scheduler_config_extra_opts", {"parallelism": 8}))),
+]
+
+
 @pytest.mark.parametrize("code, failing, passing", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_rule_fails_and_passes(inventory, findings, code, failing, passing):
     bad = inventory

@@ -124,6 +124,22 @@ def test_resources_fit_per_node_not_per_pool(inventory, write):
         "available: 2 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.")
 
 
+def test_fit_scores_with_the_strategy_the_inventory_declares(inventory, write):
+    """Two cpu nodes of 15.8 CPUs; four 3-CPU pods, then two of 12: packed, the small ones leave one node whole for a
+    large one; spread over both, neither node has 12 left. Only the declared strategy changes."""
+    workloads = {"svc": {"small": {"replicas": 4, "requests": {"cpu": "3"}, "limits": {"cpu": "3"}},
+                         "large": {"replicas": 2, "requests": {"cpu": "12"}, "limits": {"cpu": "12"}}}}
+    quota = {"requests.cpu": 64, "requests.memory": "16Gi"}
+    placed = {}
+    for strategy in ("MostAllocated", "LeastAllocated"):
+        profile = inventory["group_vars"]["all"]["kube_scheduler_profiles"][0]
+        profile["pluginConfig"][0]["args"]["scoringStrategy"]["type"] = strategy
+        data = fit(env_with(write, inventory, workloads, all__tenants__svc__quota=quota))
+        assert data["scoring"]["strategy"] == strategy
+        placed[strategy] = (by_name(data)["svc/small"]["placed"], by_name(data)["svc/large"]["placed"])
+    assert placed == {"MostAllocated": (4, 1), "LeastAllocated": (4, 0)}
+
+
 def test_max_pods_limits_a_node(inventory, write):
     env = env_with(write, inventory, workload(replicas=21, requests={"cpu": "10m", "memory": "1Mi"}),
                    cpu__kubelet_max_pods=10, all__tenants__svc__quota={"pods": 100})

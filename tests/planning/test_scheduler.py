@@ -5,13 +5,13 @@ import random
 
 import pytest
 
+from infra.model.scheduler import Scoring, scheduler_configuration, scoring_of
 from infra.planning.admission import Quotas
 from infra.planning.scheduler import (
     GROUP_ANNOTATION,
     NO_PROVISIONER,
     Cluster,
     no_nodes_message,
-    scheduler_configuration,
 )
 
 # What DefaultPreemption appends when it evicts nothing, on one node: the node failed for want of more than it
@@ -227,14 +227,60 @@ def test_higher_priority_pods_are_placed_first_whatever_the_order_given():
     assert "t/low" in outcome.unschedulable
 
 
-def test_the_configuration_to_run_kube_scheduler_with():
-    config = scheduler_configuration(["nvidia.com/mig-1g.10gb", "nvidia.com/gpu", "nvidia.com/gpu"])
+def test_the_configuration_to_run_kube_scheduler_with_reads_back_as_its_scoring():
+    scoring = Scoring("LeastAllocated", (("cpu", 2), ("memory", 1), ("nvidia.com/gpu", 5)))
+    config = scheduler_configuration(scoring)
     [profile] = config["profiles"]
     assert config["percentageOfNodesToScore"] == 100
-    assert profile["plugins"]["score"]["enabled"] == [{"name": "NodeResourcesFit", "weight": 1}]
-    strategy = profile["pluginConfig"][0]["args"]["scoringStrategy"]
-    assert strategy["type"] == "MostAllocated"
-    assert [r["name"] for r in strategy["resources"]] == ["cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
+    assert profile["plugins"]["score"] == {"disabled": [{"name": "*"}],
+                                           "enabled": [{"name": "NodeResourcesFit", "weight": 1}]}
+    assert profile["pluginConfig"][0]["args"]["scoringStrategy"] == {"type": "LeastAllocated", "resources": [
+        {"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}, {"name": "nvidia.com/gpu", "weight": 5}]}
+    assert scoring_of(config) == scoring
+
+
+def _strategy(config):
+    return config["profiles"][0]["pluginConfig"][0]["args"]["scoringStrategy"]
+
+
+@pytest.mark.parametrize("change, refusal", [
+    (lambda c: c.pop("percentageOfNodesToScore"), "percentageOfNodesToScore must be 100"),
+    (lambda c: c["profiles"].append({"schedulerName": "volcano"}), "one profile, default-scheduler"),
+    (lambda c: c["profiles"][0].update(schedulerName="other"), "one profile, default-scheduler"),
+    (lambda c: c["profiles"][0]["plugins"]["score"]["enabled"].append({"name": "ImageLocality"}),
+     "enable NodeResourcesFit alone"),
+    (lambda c: c["profiles"][0]["plugins"].pop("score"), "enable NodeResourcesFit alone"),
+    (lambda c: _strategy(c).update(type="RequestedToCapacityRatio"), "fit simulates MostAllocated and LeastAllocated"),
+    (lambda c: _strategy(c).update(resources=[]), "resources is empty"),
+    (lambda c: _strategy(c)["resources"].append({"name": "ephemeral-storage"}), "'ephemeral-storage': fit scores"),
+    (lambda c: _strategy(c)["resources"][0].update(weight=0), "weight 0 is not from 1 to 100"),
+])
+def test_a_configuration_fit_cannot_simulate_is_refused_naming_what(change, refusal):
+    config = scheduler_configuration(Scoring())
+    assert scoring_of(config) == Scoring()
+    change(config)
+    with pytest.raises(ValueError, match=refusal):
+        scoring_of(config)
+
+
+@pytest.mark.parametrize("strategy, chosen", [("MostAllocated", "busy"), ("LeastAllocated", "idle")])
+def test_the_strategy_packs_or_spreads(strategy, chosen):
+    cluster = Cluster([node("busy", cpu="8"), node("idle", cpu="8")], scoring=Scoring(strategy, (("cpu", 1),)))
+    assert cluster.pin(pod("there", cpu="4"), "busy")
+    assert cluster.schedule([pod("p", cpu="1")]).bound == {"t/p": chosen}
+
+
+def test_weights_decide_between_resources():
+    """busy-cpu is fuller in cpu, busy-gpu in GPUs: the heavier weight wins (MostAllocated)."""
+    nodes = [node("busy-cpu", cpu="8", extra={"nvidia.com/gpu": "8"}),
+             node("busy-gpu", cpu="8", extra={"nvidia.com/gpu": "8"})]
+    for weights, chosen in (((("cpu", 10), ("nvidia.com/gpu", 1)), "busy-cpu"),
+                            ((("cpu", 1), ("nvidia.com/gpu", 10)), "busy-gpu"),
+                            ((("cpu", 1),), "busy-cpu")):  # a resource not listed is not scored
+        cluster = Cluster(nodes, scoring=Scoring("MostAllocated", weights))
+        assert cluster.pin(pod("cpu-heavy", cpu="6", extra={"nvidia.com/gpu": "1"}), "busy-cpu")
+        assert cluster.pin(pod("gpu-heavy", cpu="1", extra={"nvidia.com/gpu": "6"}), "busy-gpu")
+        assert cluster.schedule([pod("p", cpu="1", extra={"nvidia.com/gpu": "1"})]).bound == {"t/p": chosen}, weights
 
 
 # ---------------------------------------------------------------- gangs
@@ -373,8 +419,9 @@ def test_another_namespace_is_not_charged():
 # ---------------------------------------------------------------- the fast path is the per-node definition
 
 
-def reference(nodes, pods):
+def reference(nodes, pods, scoring):
     """kube-scheduler one node at a time, with the filters and score written out plainly."""
+    weights = dict(scoring.weights)
     def amount(name, value):
         from infra.planning.filters import amount_of
         return amount_of(name, str(value))
@@ -402,11 +449,14 @@ def reference(nodes, pods):
                     reasons[reason] = reasons.get(reason, 0) + 1
                 continue
             alloc = {k: amount(k, v) for k, v in n["status"]["allocatable"].items()}
-            parts = [min(held[i][0] + requests.get("cpu", 100), alloc["cpu"]) * 100 // alloc["cpu"],
-                     min(held[i][1] + requests.get("memory", 200 * 2**20), alloc["memory"]) * 100 // alloc["memory"]]
-            parts += [min(alloc[k] - free[i][k] + v, alloc[k]) * 100 // alloc[k] for k, v in requests.items()
-                      if "/" in k and alloc.get(k)]
-            score = sum(parts) // len(parts)
+            asked = [("cpu", held[i][0] + requests.get("cpu", 100)), ("memory", held[i][1] + requests.get("memory", 200 * 2**20))]
+            asked += [(k, alloc[k] - free[i][k] + v) for k, v in requests.items() if "/" in k]
+            parts = [(k, r) for k, r in asked if k in weights and alloc.get(k)]
+            if scoring.strategy == "MostAllocated":
+                total = sum(min(r, alloc[k]) * 100 // alloc[k] * weights[k] for k, r in parts)
+            else:
+                total = sum((alloc[k] - r) * 100 // alloc[k] * weights[k] if r <= alloc[k] else 0 for k, r in parts)
+            score = total // sum(weights[k] for k, _ in parts) if parts else 0
             if best is None or score > best[0]:
                 best = (score, i)
         if best is None:
@@ -445,8 +495,11 @@ def test_bucketed_placement_equals_trying_every_node(seed):
                         priority=rng.choice([0, 0, 10]),
                         tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists"}] if kind != "cpu" else None,
                         selector=None if kind == "any" else {"pool": kind}, extra=extra))
-    outcome = Cluster(nodes).schedule(pods)
-    assert (outcome.bound, outcome.unschedulable) == reference(nodes, pods)
+    weights = [(name, rng.randint(1, 5)) for name in ("cpu", "memory", "nvidia.com/gpu", "nvidia.com/mig-1g.10gb")
+               if rng.random() < 0.8]
+    scoring = Scoring(rng.choice(["MostAllocated", "LeastAllocated"]), tuple(weights))
+    outcome = Cluster(nodes, scoring=scoring).schedule(pods)
+    assert (outcome.bound, outcome.unschedulable) == reference(nodes, pods, scoring)
 
 
 def test_a_pinned_pod_takes_its_node_s_room_and_one_that_does_not_fit_is_not_bound():
