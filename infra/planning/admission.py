@@ -62,11 +62,12 @@ def _claim_usage(claim: Obj) -> dict[str, Decimal]:
 
 def _pretty(values: dict[str, Decimal], keys: list[str]) -> str:
     """The API server's prettyPrint of a resource list: key=value, sorted, comma-separated."""
-    return ",".join(f"{key}={_quantity(values.get(key, Decimal(0)), key)}" for key in keys)
+    return ",".join(f"{key}={printed_quantity(values.get(key, Decimal(0)), key)}" for key in keys)
 
 
-def _quantity(value: Decimal, key: str) -> str:
-    """A quantity as Kubernetes prints it: whole numbers plain, binary sizes in the largest exact unit."""
+def printed_quantity(value: Decimal, key: str) -> str:
+    """A quantity as Kubernetes prints one written the way users write them: whole numbers plain, sizes in the
+    largest exact binary unit (what a LimitRange's "256Mi" or a quota's "1Gi" print as)."""
     if key.endswith(("memory", "storage")) or "hugepages-" in key:
         for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
             if value >= unit and value % unit == 0:

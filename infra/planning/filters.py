@@ -25,22 +25,26 @@ REASON_TAINT = "node(s) had untolerated taint(s)"  # since 1.32 one reason, what
 # DefaultPreemption's reasons, per node, when its dry run finds nothing to evict (kube-scheduler 1.34)
 REASON_NO_VICTIMS = "No preemption victims found for incoming pod"
 REASON_PREEMPTION_NOT_HELPFUL = "Preemption is not helpful for scheduling"
+# DynamicResources' PostFilter, which 1.34 runs before DefaultPreemption (DRA is on by default), for a pod with no
+# ResourceClaim: its reason comes first in every message of an unschedulable pod
+REASON_NO_CLAIMS = "no new claims to deallocate"
 
-def no_nodes_message(nodes: int, reasons: Counter[str], preemption: str = "") -> str:
+def no_nodes_message(nodes: int, reasons: Counter[str], post_filter: str = "") -> str:
     """kube-scheduler's FitError: "0/9 nodes are available: 2 Insufficient cpu, 7 node(s) had ...", then
-    what the preemption plugin said (preemption_message)."""
+    what the PostFilter plugins said (post_filter_message)."""
     histogram = sorted(f"{count} {reason}" for reason, count in reasons.items())
-    return f"0/{nodes} nodes are available: {', '.join(histogram)}." + (f" {preemption}" if preemption else "")
+    return f"0/{nodes} nodes are available: {', '.join(histogram)}." + (f" {post_filter}" if post_filter else "")
 
 
-def preemption_message(policy: str | None, nodes: int, without_victims: int) -> str:
-    """What DefaultPreemption appends when it evicts nothing: a pod with preemptionPolicy Never is not eligible;
-    otherwise its dry run ran on the nodes that failed only for want of resources the node has
-    (WITHOUT_VICTIMS of them, none holding a pod of lower priority) and the others are not helped."""
+def post_filter_message(policy: str | None, nodes: int, without_victims: int) -> str:
+    """What the PostFilter plugins say when none helps, their reasons joined by ", " in the profile's order:
+    DynamicResources has no claim to deallocate; DefaultPreemption evicts nothing - a pod with preemptionPolicy
+    Never is not eligible, otherwise its dry run ran on the nodes that failed only for want of resources the
+    node has (WITHOUT_VICTIMS of them, none holding a pod of lower priority) and the others are not helped."""
     if policy == "Never":
-        return "preemption: not eligible due to preemptionPolicy=Never."
+        return f"{REASON_NO_CLAIMS}, preemption: not eligible due to preemptionPolicy=Never."
     reasons = Counter({REASON_NO_VICTIMS: without_victims, REASON_PREEMPTION_NOT_HELPFUL: nodes - without_victims})
-    return "preemption: " + no_nodes_message(nodes, +reasons)
+    return f"{REASON_NO_CLAIMS}, preemption: " + no_nodes_message(nodes, +reasons)
 
 
 # ---------------------------------------------------------------- quantities

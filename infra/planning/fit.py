@@ -32,7 +32,7 @@ from infra.model.capacity import host_capacity
 from infra.model.resolve import Resolved, resolve
 from infra.model.scheduler import Scoring, scheduler_configuration_of, scoring_of
 from infra.model.workloads import Demand, demands, pool_offers
-from infra.planning.admission import Quotas
+from infra.planning.admission import Quotas, printed_quantity
 from infra.planning.filters import Obj, matches, pod_requests, tolerates
 from infra.planning.scheduler import (
     GROUP_ANNOTATION,
@@ -55,8 +55,12 @@ def _cpu(cores: Decimal) -> str:
     return f"{int((cores * 1000).to_integral_value(rounding=ROUND_CEILING))}m"
 
 
+def _round_up(value: Decimal) -> Decimal:
+    return value.to_integral_value(rounding=ROUND_CEILING)
+
+
 def _count(value: Decimal) -> str:
-    return str(int(value.to_integral_value(rounding=ROUND_CEILING)))
+    return str(int(_round_up(value)))
 
 
 def node_objects(view: Resolved) -> list[Obj]:
@@ -245,7 +249,10 @@ def pod_tolerations(pools: list[Pool]) -> list[Obj]:
 
 
 def _quantities(amounts: dict[str, Decimal]) -> dict[str, str]:
-    return {name: _cpu(value) if name == "cpu" else _count(value) for name, value in sorted(amounts.items())}
+    """A container's requests or limits written as a user or a LimitRange writes them ("256Mi", not the byte
+    count): the API server prints them so in its quota messages."""
+    return {name: _cpu(value) if name == "cpu" else printed_quantity(_round_up(value), name)
+            for name, value in sorted(amounts.items())}
 
 
 # ---------------------------------------------------------------- placement and N-1

@@ -26,9 +26,10 @@ infra.planning.filters). What is mirrored:
   are placed together when the first of them reaches the head of the queue; if fewer than its
   minMember fit, none is bound.
 - Messages: "0/N nodes are available: " + the sorted histogram of reasons + ".", as FitError does,
-  then what DefaultPreemption says when it evicts nothing ("preemption: 0/N nodes are available: K No
-  preemption victims found for incoming pod, M Preemption is not helpful for scheduling." or "preemption:
-  not eligible due to preemptionPolicy=Never.").
+  then what the PostFilter plugins say when none helps: DynamicResources "no new claims to deallocate", then
+  DefaultPreemption ("preemption: 0/N nodes are available: K No preemption victims found for incoming
+  pod, M Preemption is not helpful for scheduling." or "preemption: not eligible due to
+  preemptionPolicy=Never."), joined by ", ".
 
 Not mirrored: preemption (pods are placed highest priority first, so preemption has nothing to
 undo; a pod placed again after a host is lost, in N-1, could evict pods of lower priority on a real
@@ -67,7 +68,7 @@ from infra.planning.filters import (
     no_nodes_message,
     non_zero_request,
     pod_requests,
-    preemption_message,
+    post_filter_message,
     selector_keys,
     tolerates,
 )
@@ -374,7 +375,7 @@ class Cluster:
                 failures[reason] += sum(1 for i in self._class_members[c] if self.alive[i])
             # Pods are placed highest priority first, so no node holds a pod of lower priority: no victims.
             return no_nodes_message(sum(self.alive), failures,
-                                    preemption_message(spec.get("preemptionPolicy"), sum(self.alive), resolvable))
+                                    post_filter_message(spec.get("preemptionPolicy"), sum(self.alive), resolvable))
         bound_volumes = [(claim, volume) for (claim, _, _), volume in zip(claimed, best_volumes, strict=True)]
         self._bind(key_of(pod), best[2], dict(vector), non_zero, bound_volumes)
         return None

@@ -76,8 +76,9 @@ def test_pods_name_the_pools_that_serve_them_and_tolerate_exactly_their_taints()
     assert embed["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
         {"key": "workload-profile", "operator": "Equal", "value": "gpu-offline", "effect": "NoSchedule"}]
-    assert embed["containers"][0]["resources"]["requests"] == {"cpu": "2000m", "memory": str(8 * 2**30),
-                                                               "ephemeral-storage": str(256 * 2**20), "nvidia.com/gpu.shared": "1"}
+    # sizes as a user or the LimitRange writes them: the API server's quota messages print them so
+    assert embed["containers"][0]["resources"]["requests"] == {"cpu": "2000m", "memory": "8Gi",
+                                                               "ephemeral-storage": "256Mi", "nvidia.com/gpu.shared": "1"}
     runner = pods["batch/ci-runner-0"]["spec"]  # the same tenant's CPU-only job goes to its CPU pool only
     assert runner["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["cpu_general"]
@@ -120,7 +121,7 @@ def test_resources_fit_per_node_not_per_pool(inventory, write):
     assert by_name(data)["svc/w"]["placed"] == 2
     [unplaced] = by_name(data)["svc/w"]["unplaced"]
     assert unplaced["reason"] == (
-        "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s). preemption: 0/5 nodes are "
+        "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint(s). no new claims to deallocate, preemption: 0/5 nodes are "
         "available: 2 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.")
 
 
@@ -273,7 +274,7 @@ def test_n_1_loses_the_biggest_host_and_places_its_pods_again(inventory, write):
     loss = pool(fit(needs_both), "cpu")["n_minus_1"]
     assert (loss["ok"], loss["lost"], loss["pods_moved"], loss["unplaced"]) == (False, "cpu-1", 2, 1)
     assert loss["failures"] == [{"workload": "svc/w", "count": 1, "first": "w-1", "reason": (
-        "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) had untolerated taint(s). preemption: 0/4 nodes are "
+        "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) had untolerated taint(s). no new claims to deallocate, preemption: 0/4 nodes are "
         "available: 1 No preemption victims found for incoming pod, 3 Preemption is not helpful for scheduling.")}]
 
 

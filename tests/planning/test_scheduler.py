@@ -16,8 +16,8 @@ from infra.planning.scheduler import (
 
 # What DefaultPreemption appends when it evicts nothing, on one node: the node failed for want of more than it
 # has (or on a filter preemption cannot change), or for want of what pods of no lower priority hold.
-NOT_HELPFUL = " preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
-NO_VICTIMS = " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+NOT_HELPFUL = " no new claims to deallocate, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+NO_VICTIMS = " no new claims to deallocate, preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
 
 
 def node(name, cpu="4", memory="8Gi", pods="110", labels=None, taints=None, unschedulable=False, extra=None):
@@ -161,7 +161,7 @@ def test_each_node_reports_its_first_failing_filter_in_the_default_order():
              node("elsewhere", cpu="1"), node("small", cpu="1", labels={"pool": "a"})]
     assert one(nodes, pod("p", cpu="2", selector={"pool": "a"})) == (
         "0/4 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector, "
-        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable. preemption: 0/4 nodes are available: "
+        "1 node(s) had untolerated taint(s), 1 node(s) were unschedulable. no new claims to deallocate, preemption: 0/4 nodes are available: "
         "4 Preemption is not helpful for scheduling.")
 
 
@@ -173,14 +173,14 @@ def test_the_message_is_kube_schedulers_sorted_histogram():
     for n in mig + others:
         n["metadata"]["labels"]["kubernetes.io/hostname"] = n["metadata"]["name"]
     item["spec"]["tolerations"] = []
-    assert one(mig + others, item) == ("0/9 nodes are available: 9 node(s) had untolerated taint(s). preemption: "
+    assert one(mig + others, item) == ("0/9 nodes are available: 9 node(s) had untolerated taint(s). no new claims to deallocate, preemption: "
                                        "0/9 nodes are available: 9 Preemption is not helpful for scheduling.")
     item["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
     for n in others:
         n["spec"]["taints"] = [GPU_TAINT, {"key": "workload-profile", "value": "training", "effect": "NoSchedule"}]
     assert one(mig + others, item) == (  # one reason for any taint, as kube-scheduler 1.32 and later word it
         "0/9 nodes are available: 2 Insufficient nvidia.com/mig-3g.40gb, 7 node(s) had untolerated taint(s). "
-        "preemption: 0/9 nodes are available: 9 Preemption is not helpful for scheduling.")
+        "no new claims to deallocate, preemption: 0/9 nodes are available: 9 Preemption is not helpful for scheduling.")
     assert no_nodes_message(9, {"node(s) had untolerated taint(s)": 7, "Insufficient nvidia.com/mig-3g.40gb": 2}) == (
         "0/9 nodes are available: 2 Insufficient nvidia.com/mig-3g.40gb, 7 node(s) had untolerated taint(s).")
 
@@ -192,13 +192,14 @@ def test_preemption_says_where_it_found_no_victims_and_where_it_cannot_help():
     cluster = Cluster(nodes)
     outcome = cluster.schedule([pod("x", cpu="3"), pod("y", cpu="3"), pod("z", cpu="2")])
     assert outcome.unschedulable == {"t/z": (
-        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu. preemption: 0/4 nodes are "
-        "available: 2 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.")}
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu. no new claims to deallocate, "
+        "preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, 2 Preemption is not helpful "
+        "for scheduling.")}
     never = pod("w", cpu="2")
     never["spec"]["preemptionPolicy"] = "Never"  # what the Priority admission copies from a class that says so
     assert Cluster(nodes).schedule([pod("x", cpu="3"), pod("y", cpu="3"), never]).unschedulable == {"t/w": (
         "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu. "
-        "preemption: not eligible due to preemptionPolicy=Never.")}
+        "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never.")}
 
 
 # ---------------------------------------------------------------- score, queue order
@@ -339,7 +340,7 @@ def test_a_local_claim_needs_a_free_volume_on_the_node():
     assert outcome.bound == {"t/p": "b", "t/q": "b"}
     assert outcome.claims == {"t/c1": "mid", "t/c2": "big"}  # the smallest volume that holds the claim
     assert outcome.unschedulable["t/r"] == (
-        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. preemption: 0/2 nodes "
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. no new claims to deallocate, preemption: 0/2 nodes "
         "are available: 2 Preemption is not helpful for scheduling.")
 
 
@@ -461,7 +462,7 @@ def reference(nodes, pods, scoring):
                 best = (score, i)
         if best is None:
             short = sum(1 for i, n in enumerate(nodes) if not why_of[i][0].startswith("node(s)"))
-            clause = f"preemption: 0/{len(nodes)} nodes are available: " + ", ".join(sorted(
+            clause = f"no new claims to deallocate, preemption: 0/{len(nodes)} nodes are available: " + ", ".join(sorted(
                 f"{count} {reason}" for reason, count in (("No preemption victims found for incoming pod", short),
                                                           ("Preemption is not helpful for scheduling",
                                                            len(nodes) - short)) if count)) + "."

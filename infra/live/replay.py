@@ -1,0 +1,158 @@
+"""fit's own objects on a live cluster: the real API server admits them and the real kube-scheduler places them.
+
+The Nodes, ResourceQuotas, the pinned agent pods and the workload pods `fit` builds for an environment
+(infra.planning.fit.inputs) are created on the local control plane as they are, the PriorityClasses as the
+cluster layer renders them. Pods are created one at a time, in fit's order (priority first, then as
+declared), and each is decided - bound, or marked unschedulable with the scheduler's message - before the
+next, so the real scheduler sees the same sequence fit simulates. kwok stands in for the kubelets: it keeps
+the Nodes Ready and runs the pods; nothing else differs from a cluster's own path. Gangs need Volcano and
+volumes a provisioner, which the local control plane has not: `replay` refuses inputs with either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from infra.cluster.tenancy import priority_class
+from infra.knowledge.units import parse_quantity
+from infra.live.kubeapi import ApiError, Kube, wait_for
+from infra.planning.fit import Inputs
+from infra.planning.scheduler import key_of
+from infra.spec import Environment
+
+Obj = dict[str, Any]
+AGENTS = "replay-agents"  # the namespace of the pinned agent pods
+_MERGE = "application/merge-patch+json"
+
+
+@dataclass
+class Replayed:
+    """What the live cluster did with each pod, keyed "namespace/name" as fit keys them."""
+
+    bound: dict[str, str] = field(default_factory=dict)  # pod -> node
+    unschedulable: dict[str, str] = field(default_factory=dict)  # pod -> the scheduler's first message
+    refused: dict[str, str] = field(default_factory=dict)  # pod -> the API server's message
+
+
+def replay(kube: Kube, env: Environment, built: Inputs, timeout: float = 60) -> Replayed:
+    """Create BUILT on the cluster behind KUBE and return where each pod went; `clear` undoes it."""
+    if built.objects.pod_groups or built.objects.claims:
+        raise ValueError("replay needs Volcano for gangs and a provisioner for volumes: give it inputs without")
+    for name, spec in env.cluster.priority_classes.items():
+        kube.create("/apis/scheduling.k8s.io/v1/priorityclasses", priority_class(name, spec))
+    for item in built.nodes:
+        _register(kube, item, timeout)
+    namespaces = sorted({AGENTS, *(o["metadata"]["namespace"] for o in [*built.objects.quotas, *built.objects.pods])})
+    for namespace in namespaces:
+        kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    for namespace in namespaces:  # the ServiceAccount admission wants the default account of a pod's namespace
+        account = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
+        wait_for(f"the default ServiceAccount of {namespace}", partial(_exists, kube, account), timeout)
+    for quota in built.objects.quotas:
+        collection = f"/api/v1/namespaces/{quota['metadata']['namespace']}/resourcequotas"
+        kube.create(collection, quota)
+        counted = f"{collection}/{quota['metadata']['name']}"
+        # ResourceQuota admission refuses every pod until the quota controller has written status.hard
+        wait_for(f"quota {key_of(quota)} counted", partial(_counted, kube, counted), timeout)
+    for host, agent in built.agents:
+        kube.create(f"/api/v1/namespaces/{AGENTS}/pods", _pinned(agent, host))
+    out = Replayed()
+    for pod in built.objects.pods:
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        try:
+            kube.create(f"/api/v1/namespaces/{namespace}/pods", _admissible(pod))
+        except ApiError as error:
+            out.refused[key_of(pod)] = error.message
+            continue
+        path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        bound, message = wait_for(f"the scheduler's decision on {namespace}/{name}", partial(_decision, kube, path),
+                                  timeout)
+        if bound:
+            out.bound[key_of(pod)] = bound
+        else:
+            out.unschedulable[key_of(pod)] = message
+    return out
+
+
+def clear(kube: Kube, env: Environment, built: Inputs, timeout: float = 120) -> None:
+    """Remove what `replay` created: the namespaces (and every pod, before a Node of the same name can return),
+    the Nodes, the PriorityClasses."""
+    namespaces = {AGENTS, *(o["metadata"]["namespace"] for o in [*built.objects.quotas, *built.objects.pods])}
+    for namespace in namespaces:
+        kube.delete(f"/api/v1/namespaces/{namespace}", grace_seconds=0)
+    wait_for("the replayed namespaces gone", lambda: True if not any(
+        kube.exists(f"/api/v1/namespaces/{namespace}") for namespace in namespaces) else None, timeout)
+    for node in built.nodes:
+        kube.delete(f"/api/v1/nodes/{node['metadata']['name']}")
+    for name in env.cluster.priority_classes:
+        kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+
+
+def _register(kube: Kube, node: Obj, timeout: float) -> None:
+    """A Node as fit built it, Ready with fit's allocatable (kwok writes its own, cpu 1k, when it first sees a Node
+    without one, so the status is written again until it holds)."""
+    kube.create("/api/v1/nodes", {key: value for key, value in node.items() if key != "status"})
+    path = f"/api/v1/nodes/{node['metadata']['name']}"
+    status = {"capacity": node["status"].get("capacity") or {}, "allocatable": node["status"]["allocatable"]}
+
+    def settled() -> bool | None:
+        live = kube.get(path)["status"]
+        if not any(c["type"] == "Ready" and c["status"] == "True" for c in live.get("conditions", [])):
+            return None
+        if _holds(live.get("allocatable") or {}, status["allocatable"]):
+            return True
+        kube.call("PATCH", f"{path}/status", {"status": status}, _MERGE)
+        return None
+
+    wait_for(f"{path} Ready with fit's allocatable", settled, timeout)
+
+
+def _holds(live: Obj, want: Obj) -> bool:
+    """LIVE has every quantity of WANT (a control-plane Node, which fit gives none, keeps kwok's)."""
+    return all(k in live and parse_quantity(str(live[k])) == parse_quantity(str(want[k])) for k in want)
+
+
+def _admissible(pod: Obj) -> Obj:
+    """The pod as a user creates it: the Priority admission plugin computes spec.priority and preemptionPolicy from
+    the class and refuses a pod that sets them itself."""
+    spec = {key: value for key, value in pod["spec"].items() if key not in ("priority", "preemptionPolicy")}
+    return {**pod, "spec": {**spec, "automountServiceAccountToken": False}}
+
+
+def _pinned(agent: Obj, node: str) -> Obj:
+    """An agent pod fit pins to NODE, reduced to what placement counts: its containers' requests (a pause
+    image each), bound by name as the DaemonSet controller binds its pods."""
+    spec = agent["spec"]
+
+    def reduced(containers: Iterable[Obj]) -> list[Obj]:
+        return [{"name": c["name"], "image": "registry.k8s.io/pause:3.10", "resources": c.get("resources") or {}}
+                for c in containers]
+
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": agent["metadata"]["name"], "namespace": AGENTS},
+            "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}], "automountServiceAccountToken": False,
+                     "priorityClassName": spec.get("priorityClassName", "system-node-critical"),
+                     "initContainers": reduced(spec.get("initContainers") or []),
+                     "containers": reduced(spec["containers"])}}
+
+
+def _exists(kube: Kube, path: str) -> bool | None:
+    return True if kube.exists(path) else None
+
+
+def _counted(kube: Kube, path: str) -> bool | None:
+    return True if kube.get(path).get("status", {}).get("hard") else None
+
+
+def _decision(kube: Kube, path: str) -> tuple[str, str] | None:
+    """(node, "") once the pod at PATH is bound, ("", message) once the scheduler has given up on it, else None."""
+    pod = kube.get(path)
+    if pod["spec"].get("nodeName"):
+        return pod["spec"]["nodeName"], ""
+    for condition in pod.get("status", {}).get("conditions", []):
+        if condition["type"] == "PodScheduled" and condition["status"] == "False" and \
+                condition.get("reason") == "Unschedulable":
+            return "", str(condition.get("message", ""))
+    return None
