@@ -82,6 +82,13 @@ class Kube:
     def create(self, path: str, body: Any, dry_run: bool = False) -> Any:
         return self.call("POST", path + ("?dryRun=All" if dry_run else ""), body)
 
+    def create_namespace(self, name: str, timeout: float = 60) -> None:
+        """A Namespace, once pods can be created in it: the ServiceAccount admission refuses a pod until its
+        namespace's default account exists, which the controller manager creates a moment later."""
+        self.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        account = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+        wait_for(f"the default ServiceAccount of {name}", lambda: True if self.exists(account) else None, timeout)
+
     def merge_patch(self, path: str, patch: Any) -> Any:
         return self.call("PATCH", path, patch, "application/merge-patch+json")
 

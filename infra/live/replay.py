@@ -44,13 +44,10 @@ def replay(kube: Kube, env: Environment, built: Inputs, timeout: float = 60) -> 
     for name, spec in env.cluster.priority_classes.items():
         kube.create("/apis/scheduling.k8s.io/v1/priorityclasses", priority_class(name, spec))
     for item in built.nodes:
-        _register(kube, item, timeout)
-    namespaces = sorted({AGENTS, *(o["metadata"]["namespace"] for o in [*built.objects.quotas, *built.objects.pods])})
-    for namespace in namespaces:
-        kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
-    for namespace in namespaces:  # the ServiceAccount admission wants the default account of a pod's namespace
-        account = f"/api/v1/namespaces/{namespace}/serviceaccounts/default"
-        wait_for(f"the default ServiceAccount of {namespace}", partial(_exists, kube, account), timeout)
+        register_node(kube, item, timeout)
+    for namespace in sorted({AGENTS, *(o["metadata"]["namespace"] for o in [*built.objects.quotas,
+                                                                             *built.objects.pods])}):
+        kube.create_namespace(namespace, timeout)
     for quota in built.objects.quotas:
         collection = f"/api/v1/namespaces/{quota['metadata']['namespace']}/resourcequotas"
         kube.create(collection, quota)
@@ -91,7 +88,7 @@ def clear(kube: Kube, env: Environment, built: Inputs, timeout: float = 120) -> 
         kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
 
 
-def _register(kube: Kube, node: Obj, timeout: float) -> None:
+def register_node(kube: Kube, node: Obj, timeout: float = 60) -> None:
     """A Node as fit built it, Ready with fit's allocatable (kwok writes its own, cpu 1k, when it first sees a Node
     without one, so the status is written again until it holds)."""
     kube.create("/api/v1/nodes", {key: value for key, value in node.items() if key != "status"})
@@ -136,10 +133,6 @@ def _pinned(agent: Obj, node: str) -> Obj:
                      "priorityClassName": spec.get("priorityClassName", "system-node-critical"),
                      "initContainers": reduced(spec.get("initContainers") or []),
                      "containers": reduced(spec["containers"])}}
-
-
-def _exists(kube: Kube, path: str) -> bool | None:
-    return True if kube.exists(path) else None
 
 
 def _counted(kube: Kube, path: str) -> bool | None:

@@ -60,10 +60,8 @@ def kube(cluster: LocalCluster) -> Iterator[Kube]:
     api = cluster.api()
     for node in cluster_nodes.build(resolve(ENV)).objects:  # the labels no kubelet may set, as `pulumi up` gives them
         api.merge_patch(f"/api/v1/nodes/{node['metadata']['name']}", {"metadata": node["metadata"]})
-    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    api.create_namespace(NAMESPACE)
     try:
-        wait_for("the namespace's default ServiceAccount",
-                 lambda: True if api.exists(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default") else None)
         yield api
     finally:
         api.delete(f"/api/v1/namespaces/{NAMESPACE}", grace_seconds=0)

@@ -11,6 +11,7 @@ import pytest
 
 from infra.live.controlplane import LocalCluster
 from infra.live.kubeapi import Kube, wait_for
+from infra.live.replay import register_node
 from infra.model.resolve import resolve
 from infra.model.scheduler import Scoring, scheduler_configuration_of, scoring_of
 from infra.planning.filters import Obj
@@ -50,10 +51,8 @@ def _pod(name: str, cpu: str, node: str | None = None) -> Obj:
 @pytest.fixture
 def kube(cluster: LocalCluster) -> Iterator[Kube]:
     api = cluster.api()
-    api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    api.create_namespace(NAMESPACE)
     try:
-        wait_for("the namespace's default ServiceAccount",
-                 lambda: True if api.exists(f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/default") else None)
         yield api
     finally:
         api.delete(f"/api/v1/namespaces/{NAMESPACE}", grace_seconds=0)
@@ -66,20 +65,7 @@ def test_the_real_scheduler_puts_a_pod_where_fit_does(kube: Kube) -> None:
     the other strategy fit would spread, so the agreement is the configuration's, not chance's."""
     nodes = [_node("pack-a"), _node("pack-b")]
     for item in nodes:
-        kube.create("/api/v1/nodes", {key: value for key, value in item.items() if key != "status"})
-        path = f"/api/v1/nodes/{item['metadata']['name']}"
-
-        def settled(path: str = path, item: Obj = item) -> bool | None:
-            """Ready, with our allocatable: kwok writes its own (cpu 1k) when it first sees a Node without one."""
-            live = kube.get(path)["status"]
-            if not any(c["type"] == "Ready" and c["status"] == "True" for c in live.get("conditions", [])):
-                return None
-            if live.get("allocatable") == item["status"]["allocatable"]:
-                return True
-            kube.call("PATCH", f"{path}/status", {"status": item["status"]}, "application/merge-patch+json")
-            return None
-
-        wait_for(f"{path} Ready with 8 cpus", settled)
+        register_node(kube, item)
     pods = f"/api/v1/namespaces/{NAMESPACE}/pods"
     # Scheduled, not bound by name: the scheduler then holds it in its cache before it sees the next pod.
     kube.create(pods, _pod("there", "4", node="pack-b"))
