@@ -41,6 +41,8 @@ def replay(kube: Kube, env: Environment, built: Inputs, timeout: float = 60) -> 
     """Create BUILT on the cluster behind KUBE and return where each pod went; `clear` undoes it."""
     if built.objects.pod_groups or built.objects.claims:
         raise ValueError("replay needs Volcano for gangs and a provisioner for volumes: give it inputs without")
+    if left := [node["metadata"]["name"] for node in kube.get("/api/v1/nodes")["items"]]:
+        raise ValueError(f"replay wants a cluster without Nodes (they would count in every message); it has {left}")
     for name, spec in env.cluster.priority_classes.items():
         kube.create("/apis/scheduling.k8s.io/v1/priorityclasses", priority_class(name, spec))
     for item in built.nodes:

@@ -125,6 +125,13 @@ def per_workload(built: Inputs, bound: dict[str, str], unplaced: dict[str, str],
     return out
 
 
+def differences(real: dict[str, Any], simulated: dict[str, Any]) -> str:
+    """Per workload and part, what the real cluster did and what fit said, where they differ."""
+    return "\n".join(f"{workload} {part}:\n  real: {real.get(workload, {}).get(part)}\n  fit:  {entry[part]}"
+                     for workload, entry in simulated.items() for part in entry
+                     if real.get(workload, {}).get(part) != entry[part])
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_fit_and_the_real_scheduler_agree(kube: Kube, tmp_path: Path, scenario: str) -> None:
     env = environment(tmp_path, SCENARIOS[scenario])
@@ -133,7 +140,8 @@ def test_fit_and_the_real_scheduler_agree(kube: Kube, tmp_path: Path, scenario: 
     simulated: Outcome = place(env, n_minus_1=False, given=built).outcome
     real = on_the_cluster(kube, env, built)
     want = per_workload(built, simulated.bound, simulated.unschedulable, simulated.refused)
-    assert per_workload(built, real.bound, real.unschedulable, real.refused) == want
+    got = per_workload(built, real.bound, real.unschedulable, real.refused)
+    assert got == want, differences(got, want)
     assert any(entry["unplaced"] or entry["refused"] for entry in want.values()) or scenario == "packing order", \
         "each scenario but the packing one runs something out"
 
@@ -156,5 +164,6 @@ def test_where_ties_decide_fit_says_so_and_agrees_with_the_real_draw(kube: Kube,
     first = replace(built, nodes=sorted(built.nodes, key=lambda node: node["metadata"]["name"] != drawn))
     simulated = place(env, n_minus_1=False, given=first).outcome
     assert simulated.bound["svc/job-0"] == drawn
-    assert per_workload(first, real.bound, real.unschedulable, real.refused) == per_workload(
-        first, simulated.bound, simulated.unschedulable, simulated.refused)
+    got = per_workload(first, real.bound, real.unschedulable, real.refused)
+    want = per_workload(first, simulated.bound, simulated.unschedulable, simulated.refused)
+    assert got == want, differences(got, want)
