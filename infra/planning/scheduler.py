@@ -24,7 +24,8 @@ infra.planning.filters). What is mirrored:
 - Every feasible node is scored (percentageOfNodesToScore: 100).
 - Gangs (Volcano's gang plugin): pods naming one PodGroup (annotation scheduling.k8s.io/group-name)
   are placed together when the first of them reaches the head of the queue; if fewer than its
-  minMember fit, none is bound.
+  minMember fit, none is bound. Given a seed, gangs of one priority also take their turns in a drawn
+  order, as Volcano runs jobs submitted in the same second in the order of their UIDs.
 - Messages: "0/N nodes are available: " + the sorted histogram of reasons + ".", as FitError does,
   then what the PostFilter plugins say when none helps: DynamicResources "no new claims to deallocate", then
   DefaultPreemption ("preemption: 0/N nodes are available: K No preemption victims found for incoming
@@ -501,6 +502,7 @@ class Cluster:
             group = _group_of(pods[n])
             if group is not None:
                 gangs.setdefault(group, []).append(pods[n])
+        turn = self._gang_turns(gangs)
         done: set[str] = set()
         last_failure: dict[str, tuple[int, str]] = {}  # template -> (version, message): same cluster, same answer
         for n in order:
@@ -510,7 +512,24 @@ class Cluster:
                 self._schedule_one(pod, by_claim, outcome, last_failure)
             elif group not in done:
                 done.add(group)
+                group = turn[group]
                 self._schedule_gang(group, gangs[group], min_member.get(group, len(gangs[group])), by_claim, outcome)
+
+    def _gang_turns(self, gangs: dict[str, list[Obj]]) -> dict[str, str]:
+        """Which gang takes each gang's turn: its own, or with TIES a draw among the gangs of its priority. Volcano
+        orders jobs that tie on every plugin by creationTimestamp, of one-second resolution, then by UID, so gangs
+        of one priority submitted in the same second run in a random order."""
+        turns = {group: group for group in gangs}
+        if self._ties is None:
+            return turns
+        by_priority: dict[int, list[str]] = {}
+        for group, members in gangs.items():
+            by_priority.setdefault(int((members[0].get("spec") or {}).get("priority", 0)), []).append(group)
+        for groups in by_priority.values():
+            drawn = list(groups)
+            self._ties.shuffle(drawn)
+            turns.update(zip(groups, drawn, strict=True))
+        return turns
 
     def _schedule_one(self, pod: Obj, claims: dict[str, Obj], outcome: Outcome,
                       last_failure: dict[str, tuple[int, str]]) -> bool:

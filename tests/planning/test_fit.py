@@ -262,6 +262,20 @@ def test_a_gang_is_placed_all_or_none(inventory, write):
     assert entry["unplaced"][0]["reason"].startswith("gang svc/job: 2 of minMember 3 pods fit, so none is bound")
 
 
+def test_competing_gangs_of_one_priority_are_only_possible(inventory, write):
+    """Either gang leaves the other short (two cpu nodes of 15.8 CPUs): which one runs is Volcano's draw."""
+    gang = {"kind": "job", "limits": {"memory": "1Gi"}}
+    env = env_with(write, inventory, {"svc": {
+        "wide": {**gang, "gang": 2, "replicas": 2, "requests": {"cpu": "9", "memory": "1Gi"}, "limits": {"cpu": "9"}},
+        "many": {**gang, "gang": 4, "replicas": 4, "requests": {"cpu": "7", "memory": "1Gi"}, "limits": {"cpu": "7"}}}},
+        all__tenants__svc__quota={})
+    data = fit(env, n_minus_1=False)
+    workloads = by_name(data)
+    assert (workloads["svc/wide"]["placed"], workloads["svc/many"]["placed"]) == (2, 0)  # the order declared
+    assert workloads["svc/wide"]["placed_range"] == [0, 2] and workloads["svc/many"]["placed_range"] == [0, 4]
+    assert not data["guaranteed"]
+
+
 # ---------------------------------------------------------------- N-1
 
 

@@ -296,6 +296,22 @@ def test_a_gang_is_placed_whole_or_not_at_all():
                for i in range(3))
 
 
+def test_gangs_of_one_priority_take_their_turns_in_a_drawn_order_given_a_seed():
+    """Two 4-CPU nodes: `wide` (2 x 3 CPUs) first leaves no room for `many` (3 x 1 CPU) and the other way round.
+    Volcano orders such jobs by UID when they are created in the same second; with a seed, so does the model."""
+    groups = [{"metadata": {"name": name, "namespace": "t"}, "spec": {"minMember": size}}
+              for name, size in (("wide", 2), ("many", 3))]
+    members = [pod(f"wide-{i}", cpu="3", group="wide") for i in range(2)] + [
+        pod(f"many-{i}", cpu="1", group="many") for i in range(3)]
+
+    def bound_gangs(ties):
+        outcome = Cluster([node("a"), node("b")], ties=ties).schedule(members, pod_groups=groups)
+        return tuple(sorted({name.split("/")[1].split("-")[0] for name in outcome.bound}))
+
+    assert bound_gangs(None) == ("wide",)  # without a seed: the order given
+    assert {bound_gangs(seed) for seed in range(8)} == {("wide",), ("many",)}
+
+
 def test_a_gang_missing_members_is_not_bound():
     group = {"metadata": {"name": "job", "namespace": "t"}, "spec": {"minMember": 3}}
     outcome = Cluster([node("n1", cpu="8")]).schedule([pod(f"w{i}", cpu="1", group="job") for i in range(2)],
