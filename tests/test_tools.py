@@ -18,7 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
-FAMILIES = ("etcd", "kubernetes", "kubelet-config-check", "kwok", "nvidia-container-toolkit", "pulumi",
+FAMILIES = ("containerd", "etcd", "kubernetes", "kubelet-config-check", "kwok", "nvidia-container-toolkit", "pulumi",
             "pulumi-kubernetes")
 # The project's own Python language host: a module of its own, built by the pulumi family beside the CLI.
 HOST = "pulumi-language-python"

@@ -14,7 +14,7 @@ cd "$(dirname "$0")"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/tools
-FAMILIES=${TOOLS_FAMILIES:-etcd kubernetes kubelet-config-check kwok nvidia-container-toolkit pulumi pulumi-kubernetes}
+FAMILIES=${TOOLS_FAMILIES:-containerd etcd kubernetes kubelet-config-check kwok nvidia-container-toolkit pulumi pulumi-kubernetes}
 
 # What a family's build reads besides its go.mod and go.sum (in its cache key too).
 extra_inputs() {
@@ -48,6 +48,19 @@ version_of() { (cd "$family" && go list -m -f '{{.Version}}' "$1"); }
 dir_of() { (cd "$family" && go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'); }
 
 # Each build_<family> writes its binaries into $out (an empty folder) from the wrapper module.
+build_containerd() {
+  local v mod=github.com/containerd/containerd/v2 cmd
+  v=$(version_of $mod)
+  # The tags leave out the snapshotters that need C headers (btrfs) or host tools the sandbox lacks; overlayfs
+  # and native stay, as in upstream's static release.
+  for cmd in containerd containerd-shim-runc-v2 ctr; do
+    echo "tools: containerd: $cmd from $mod $v" >&2
+    (cd containerd && go build -trimpath -tags "no_btrfs no_devmapper no_zfs" \
+      -ldflags "-X $mod/version.Version=$v -X $mod/version.Revision=$v" \
+      -o "$out/$cmd" "$mod/cmd/$cmd")
+  done
+}
+
 build_etcd() {
   local v
   v=$(version_of go.etcd.io/etcd/server/v3)
