@@ -8,13 +8,24 @@ typo yields one finding, not a cascade. Findings print in that order too: causes
 
 from __future__ import annotations
 
-from infra.checks import cluster, gpu, network, pools, references, scheduler, storage, tenants, workloads
+from infra.checks import (
+    cluster,
+    gpu,
+    network,
+    pools,
+    references,
+    runtime,
+    scheduler,
+    storage,
+    tenants,
+    workloads,
+)
 from infra.checks.base import RULES, Finding, Report, Rule
 from infra.model.resolve import resolve
 from infra.spec import Environment
 
-CHECKS = (references.check, pools.check, gpu.check, network.check, tenants.check, storage.check, workloads.check,
-          cluster.check, scheduler.check)
+CHECKS = (references.check, runtime.check, pools.check, gpu.check, network.check, tenants.check, storage.check,
+          workloads.check, cluster.check, scheduler.check)
 
 
 def run_checks(env: Environment) -> list[Finding]:

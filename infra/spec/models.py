@@ -331,6 +331,10 @@ class ClusterVars(Strict):
 
     cluster_name: DnsLabel
     kube_version: Version = Field(description="Kubernetes version, e.g. 1.34.2")
+    containerd_version: str = Field(
+        "2.3.7", pattern=r"^\d+\.\d+\.\d+$", description="Kubespray's: the containerd release every node runs "
+        "(the containerd.io package of the host layer's repository); refused below what containerd recommends for "
+        "kube_version (infra/knowledge/containerd.yml)")
     kube_network_plugin: Literal["calico", "cilium"]
     kube_pods_subnet: Cidr
     kube_service_addresses: Cidr

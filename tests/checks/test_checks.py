@@ -135,6 +135,11 @@ CASES = [
     # code, failing change, passing change (the nearest change that is still fine, at the boundary)
     ("KUBE-VERSION", set_in("all.kube_version", "1.29.9"), set_in("all.kube_version", "1.30.0")),
     ("KUBE-VERSION", set_in("all.kube_version", "1.38.0"), set_in("all.kube_version", "1.37.1")),
+    # Debian 12's containerd; a patch below the table's; a line older than every listed one; the newest line.
+    ("CONTAINERD-VERSION", set_in("all.containerd_version", "1.6.20"), set_in("all.containerd_version", "1.6.39")),
+    ("CONTAINERD-VERSION", set_in("all.containerd_version", "2.1.2"), set_in("all.containerd_version", "2.1.3")),
+    ("CONTAINERD-VERSION", set_in("all.containerd_version", "1.5.18"), set_in("all.containerd_version", "2.4.0")),
+    ("CONTAINERD-UNLISTED", set_in("all.kube_version", "1.37.1"), set_in("all.kube_version", "1.36.0")),
     ("REF-MACHINE", set_in("cpu.machine", "nosuch"), set_in("cpu.machine", "a100box")),
     ("REF-MACHINE", host_var("cpu", "cpu-1", "machine", "nosuch"), host_var("cpu", "cpu-1", "machine", "small")),
     ("REF-GPU-MODEL", set_in("all.machines.a100box.gpu_model", "A200-1TB"),
