@@ -28,6 +28,8 @@ SANDBOX_INVENTORY = ROOT / "inventories" / "sandbox"
 # What the sandbox hosts need that a real environment does not (card-less GPU hosts, unreachable vendor
 # repositories), passed as extra vars to every run on them: the spec's group_vars cannot hold role settings.
 SANDBOX_VARS = ROOT / "tests" / "hosts" / "sandbox-vars.yml"
+# Where the sandbox's containerd.io repository is and its key's fingerprint, written by `sandbox.sh up`.
+SANDBOX_APT_VARS = STATE / "apt" / "vars.yml"
 # ansible-playbook of the interpreter that runs this (the project's venv), not whatever is on PATH.
 ANSIBLE_BIN = Path(sys.executable).parent
 
@@ -132,13 +134,16 @@ def run_playbook(playbook: str | Path, *args: str, inventories: Sequence[Path] =
                  env: dict[str, str] | None = None, progress: Callable[[str], None] | None = None) -> PlaybookRun:
     """ansible-playbook PLAYBOOK (a name under ansible/, or a path) on the given inventories: the
     environment first, then the connection overlay of the sandbox hosts, with the sandbox's extra vars
-    (SANDBOX_VARS). PROGRESS, if given, is called
+    (SANDBOX_VARS, and SANDBOX_APT_VARS once `sandbox.sh up` wrote it). PROGRESS, if given, is called
     with each output line as it arrives (stderr merged into stdout)."""
     path = Path(playbook) if Path(playbook).is_absolute() else PLAYBOOKS / playbook
     command = [str(ANSIBLE_BIN / "ansible-playbook")]
     for inventory in inventories:
         command += ["-i", str(inventory)]
-    command += [str(path), "-e", f"@{SANDBOX_VARS}", *args]
+    command += [str(path), "-e", f"@{SANDBOX_VARS}"]
+    if SANDBOX_APT_VARS.is_file():
+        command += ["-e", f"@{SANDBOX_APT_VARS}"]
+    command += args
     began = time.perf_counter()
     lines: list[str] = []
     with subprocess.Popen(command, cwd=ROOT, env=ansible_env(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

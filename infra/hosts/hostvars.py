@@ -53,7 +53,7 @@ def host_vars(view: Resolved, host_name: str) -> dict[str, Any]:
         "hugepages": {size: pool.vars.hugepages.get(size, 0) for size in ("2Mi", "1Gi")},
         "irq_affinity": pool.vars.irq_affinity.model_dump() if pool.vars.irq_affinity else None,
         "local_disks": [disk.model_dump() for disk in pool.vars.local_disks],
-        "container_runtime": container_runtime(pool),
+        "container_runtime": container_runtime(view.env, pool),
         "kubelet": kubelet(view, resolved, pool),
         "nvidia": nvidia(resolved, pool),
         "mig": mig(view.env, resolved, pool),
@@ -86,13 +86,14 @@ def kubelet(view: Resolved, resolved: ResolvedHost, pool: Pool) -> dict[str, Any
     return {"config": config, "node_labels": registration["node_labels"]}
 
 
-def container_runtime(pool: Pool) -> dict[str, Any]:
+def container_runtime(env: Environment, pool: Pool) -> dict[str, Any]:
     """What containerd must agree on with the kubelet and the CNI (one cgroup driver, one plugin folder), and
     NVIDIA's toolkit with the device plugin (GPUs only as the kubelet's mounts; used on GPU hosts). On RDMA pools
     containerd's locked-memory limit is lifted: its containers inherit it, and RDMA pods register pinned memory
     without IPC_LOCK, which their namespaces' Pod Security level refuses (infra/cluster/tenancy.py)."""
     runtime = platform().node_runtime
-    return {"cgroup_driver": runtime.cgroup_driver, "cni_bin_dir": runtime.cni_bin_dir,
+    return {"containerd_version": env.cluster.containerd_version,
+            "cgroup_driver": runtime.cgroup_driver, "cni_bin_dir": runtime.cni_bin_dir,
             "memlock": RDMA_MEMLOCK if pool.vars.rdma_network is not None else "",
             "nvidia_toolkit_settings": dict(platform().gpu_isolation.toolkit_settings)}
 

@@ -13,6 +13,9 @@ HOSTS_DIR=$STATE/hosts
 # (and a later `down` + `up` after a storage reset) import it instead of running mmdebstrap again.
 IMAGES_DIR=${SANDBOX_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/sandbox}
 VM_DIR=$STATE/vm
+# The sandbox's containerd.io apt repository (tests/hosts/aptrepo.py), mounted read-only into every container host.
+APT_DIR=$STATE/apt
+APT_SERVED=/srv/k8s-node-pools-apt
 SUITE=${SANDBOX_SUITE:-bookworm}
 MIRROR=${SANDBOX_MIRROR:-http://deb.debian.org/debian}
 SECURITY_MIRROR=${SANDBOX_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
@@ -59,7 +62,8 @@ Commands:
   up [N | --from-inventory DIR]
                  start one systemd host per inventory host (default: --from-inventory inventories/sandbox)
                  or N hosts named sb-host-1..N; container and hostname = the inventory host's name,
-                 ssh published on 127.0.0.1 only. Writes the connection variables to
+                 ssh published on 127.0.0.1 only. Each mounts the containerd.io repository (built first from
+                 ./dev.sh tools' containerd) read-only at $APT_SERVED. Writes the connection variables to
                  .state/hosts/inventory.yml (use: ansible-playbook -i inventories/sandbox -i .state/hosts/inventory.yml).
                  Idempotent: running hosts of the current image are kept; hosts no longer wanted are removed.
   down           remove every sandbox host (and the overlay inventory)
@@ -285,6 +289,7 @@ cmd_up() {
   mapfile -t names <<<"$wanted"
   cmd_image
   ssh_key
+  containerd_repository
   tag=$(image_tag)
   for name in $(our_containers); do
     if ! printf '%s\n' "${names[@]}" | grep -qx "$name"; then
@@ -301,6 +306,9 @@ cmd_up() {
       if [[ $(pm inspect -f '{{.ImageName}}' "$name") != "$tag" ]]; then
         echo "    $name runs an older image: recreating"
         pm rm -f -t 5 "$name" >/dev/null
+      elif ! pm inspect -f '{{range .Mounts}}{{.Destination}} {{end}}' "$name" | grep -qw "$APT_SERVED"; then
+        echo "    $name lacks the containerd.io repository mount: recreating"
+        pm rm -f -t 5 "$name" >/dev/null
       elif [[ $(pm inspect -f '{{.State.Running}}' "$name") == true ]]; then
         kept+=("$name")
         continue
@@ -313,6 +321,7 @@ cmd_up() {
     pm run -d --name "$name" --hostname "$name" --label "$LABEL=1" \
       --systemd=always --network slirp4netns --publish 127.0.0.1::22 \
       -v "$HOSTS_DIR/id_ed25519.pub:/root/.ssh/authorized_keys:ro" \
+      -v "$APT_DIR/repo:$APT_SERVED:ro" \
       "$tag" >/dev/null
     started+=("$name")
   done
@@ -326,6 +335,22 @@ cmd_up() {
   for old in $(pm images --filter "reference=$IMAGE_REPO" --format '{{.Repository}}:{{.Tag}}'); do
     [[ $old == "$tag" ]] || pm image rm "$old" >/dev/null 2>&1 || true
   done
+}
+
+# The containerd.io package the hosts install comes from a local repository: containerd built from its Go module
+# (./dev.sh tools), packaged and signed by tests/hosts/aptrepo.py, which also writes the role settings for it.
+containerd_repository() {
+  local bin
+  bin=$(TOOLS_FAMILIES=containerd "$ROOT/tools/build.sh" --print-path)
+  [[ -x $bin/containerd ]] || die "containerd is not built ($bin): run ./dev.sh tools"
+  step "containerd.io repository for the hosts (${APT_DIR#"$ROOT"/}/repo)"
+  mkdir -p "$APT_DIR"
+  # Locked: `up` and `vm-up` may start at once, and each makes sure the repository is current.
+  (
+    flock 9
+    python3 "$ROOT/tests/hosts/aptrepo.py" containerd "$APT_DIR" "$bin" | sed 's/^/    /'
+  ) 9>"$APT_DIR/.lock"
+  done_step
 }
 
 wait_all() { local rc=0; while true; do wait -n || { [[ $? == 127 ]] && break; rc=1; }; done; [[ $rc == 0 ]] || die "a host did not come up"; }

@@ -1,14 +1,17 @@
-"""container_runtime on the sandbox hosts: containerd everywhere, with the node's CRI settings in
-/etc/containerd/conf.d/50-k8s-node-pools.toml, which containerd's own config.toml only imports (never rewritten):
-CNI plugins looked for in /opt/cni/bin (where every CNI installs them, not Debian's /usr/lib/cni), runc on the
-kubelet's cgroup driver (systemd) and, on the GPU hosts, NVIDIA's runtime as the default - all proven with
-containerd's merged view (`containerd config dump`). The toolkit's repository is written disabled and pinned
-(NVIDIA's repository is not reachable here). CPU and memory hosts get no nvidia runtime."""
+"""container_runtime on the sandbox hosts: containerd.io at the spec's containerd_version everywhere, installed by
+the role's real apt path from the sandbox's local repository (tests/hosts/aptrepo.py: containerd 2.3.7 built from
+its Go module, signed, shaped as Docker's download.docker.com), with the node's CRI settings in
+/etc/containerd/conf.d/50-k8s-node-pools.toml, which containerd's own config.toml only imports: CNI plugins looked
+for in /opt/cni/bin (where every CNI installs them), runc on the kubelet's cgroup driver (systemd) and, on the GPU
+hosts, NVIDIA's runtime as the default - all proven with containerd's own views (`containerd --version`,
+`containerd config dump`, `ctr plugins ls` of the running daemon). The package's config.toml disables the CRI
+plugin, as Docker's does; the role takes it out of that line. The toolkit's repository is written disabled and
+pinned (NVIDIA's repository is not reachable here). CPU and memory hosts get no nvidia runtime."""
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,33 +24,77 @@ from infra.spec import load_environment
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = environment_host_vars(load_environment(ROOT / "inventories" / "sandbox"))["hosts"]
 ALL = [(name, bool(vars_["nvidia"])) for name, vars_ in sorted(SPEC.items())]
+VERSION = load_environment(ROOT / "inventories" / "sandbox").cluster.containerd_version
 IMPORTS = 'imports = ["/etc/containerd/conf.d/*.toml"]'
+CONFIG = "/etc/containerd/config.toml"
 DROPIN = "/etc/containerd/conf.d/50-k8s-node-pools.toml"
-CRI = "io.containerd.grpc.v1.cri"
+FOREIGN = "/etc/containerd/conf.d/90-other.toml"
+CRI = "io.containerd.cri.v1.runtime"
+PACKAGE_CONFIG_LINES = ("#   containerd.io stand-in (tests/hosts/aptrepo.py): as Docker's package ships it",)
+
+
+def dump(host: Any) -> dict[str, Any]:
+    """containerd's configuration as containerd itself merges config.toml and its imports."""
+    merged: dict[str, Any] = tomllib.loads(host.check_output("containerd config dump 2>/dev/null"))
+    return merged
 
 
 def cri_dump(host: Any) -> dict[str, Any]:
-    """containerd's CRI table as containerd itself merges config.toml and its imports."""
-    table: dict[str, Any] = tomllib.loads(host.check_output("containerd config dump"))["plugins"][CRI]
+    table: dict[str, Any] = dump(host)["plugins"][CRI]
     return table
-DEBIAN_CONFIG_LINES = ('version = 2', '      bin_dir = "/usr/lib/cni"', '    path = "/var/lib/containerd/opt"')
+
+
+def cri_loaded(host: Any) -> bool:
+    """Whether the running containerd lists its CRI plugin as loaded (`ctr plugins ls`)."""
+    return any(line.split()[:2] == ["io.containerd.grpc.v1", "cri"] and line.split()[-1] == "ok"
+               for line in host.check_output("ctr plugins ls 2>/dev/null").splitlines())
+
+
+def converge(name: str) -> PlaybookRun:
+    return run_playbook("gpu.yml", "--limit", name, "--tags", "container_runtime")
+
+
+@pytest.fixture
+def restored(host: Callable[[str], Any]) -> Iterator[Callable[[str], Any]]:
+    """A host whose config.toml, foreign drop-in and containerd are put back after the test, and the role run."""
+    touched: dict[str, str] = {}
+
+    def get(name: str) -> Any:
+        touched[name] = host(name).file(CONFIG).content_string
+        return host(name)
+
+    yield get
+    for name, original in touched.items():
+        host(name).check_output(f"rm -f {FOREIGN} /usr/local/bin/containerd && cat > {CONFIG} <<'EOF'\n{original}EOF\n"
+                                "systemctl restart containerd")
+        again = converge(name)
+        assert again.rc == 0, again.tail()
 
 
 @pytest.mark.parametrize(("name", "gpu"), ALL)
-def test_containerd_runs_everywhere(converged: PlaybookRun, host: Callable[[str], Any], name: str, gpu: bool) -> None:
-    assert host(name).package("containerd").is_installed
-    service = host(name).service("containerd")
+def test_containerd_io_runs_everywhere_at_the_pinned_release_from_the_repository(
+        converged: PlaybookRun, host: Callable[[str], Any], name: str, gpu: bool) -> None:
+    h = host(name)
+    assert h.package("containerd.io").version == f"{VERSION}-1"
+    assert not h.package("containerd").is_installed  # Debian's 1.6.20, below containerd's table for 1.34
+    assert h.check_output("containerd --version").split()[2] == f"v{VERSION}"
+    policy = h.check_output("apt-cache policy containerd.io")
+    assert f"*** {VERSION}-1 1001" in policy and "file:/srv/k8s-node-pools-apt bookworm/stable amd64" in policy
+    service = h.service("containerd")
     assert service.is_enabled and service.is_running
 
 
 @pytest.mark.parametrize(("name", "gpu"), ALL)
-def test_config_toml_only_gains_the_imports_line(converged: PlaybookRun, host: Callable[[str], Any],
-                                                 name: str, gpu: bool) -> None:
-    lines = host(name).file("/etc/containerd/config.toml").content_string.splitlines()
+def test_config_toml_only_gains_the_imports_line_and_loses_the_cri_from_disabled_plugins(
+        converged: PlaybookRun, host: Callable[[str], Any], name: str, gpu: bool) -> None:
+    lines = host(name).file(CONFIG).content_string.splitlines()
     assert lines[0] == IMPORTS and lines.count(IMPORTS) == 1
-    for line in DEBIAN_CONFIG_LINES:  # the package's own settings are still there, untouched
+    for line in PACKAGE_CONFIG_LINES:  # the package's own lines are still there, untouched
         assert line in lines
+    assert "disabled_plugins = []" in lines  # the package ships ["cri"]
     assert "nvidia" not in "\n".join(lines)
+    assert cri_loaded(host(name))
+    assert dump(host(name))["version"] == tomllib.loads(host(name).file(DROPIN).content_string)["version"]
 
 
 @pytest.mark.parametrize(("name", "gpu"), ALL)
@@ -55,10 +102,9 @@ def test_every_node_looks_for_cni_plugins_where_the_cni_installs_them(converged:
                                                                       host: Callable[[str], Any],
                                                                       name: str, gpu: bool) -> None:
     assert SPEC[name]["container_runtime"]["cni_bin_dir"] == "/opt/cni/bin"
-    assert 'bin_dir = "/usr/lib/cni"' in host(name).file("/etc/containerd/config.toml").content_string  # Debian's
     cni = cri_dump(host(name))["cni"]
-    assert cni["bin_dir"] == "/opt/cni/bin"
-    assert cni["conf_dir"] == "/etc/cni/net.d"  # config.toml's other CRI settings survive the drop-in
+    assert cni["bin_dirs"] == ["/opt/cni/bin"]
+    assert cni["conf_dir"] == "/etc/cni/net.d"  # containerd's own default, which the drop-in leaves alone
 
 
 @pytest.mark.parametrize(("name", "gpu"), ALL)
@@ -80,28 +126,65 @@ def test_nvidia_runtime_only_on_gpu_hosts(converged: PlaybookRun, host: Callable
     assert containerd["default_runtime_name"] == ("nvidia" if gpu else "runc")
     if gpu:
         assert containerd["runtimes"]["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
-    # what the drop-in must not lose (containerd 1.6 replaces the whole CRI table on import)
     assert containerd["runtimes"]["runc"]["runtime_type"] == "io.containerd.runc.v2"
 
 
-def test_a_later_import_that_replaces_the_cri_settings_stops_the_role(converged: PlaybookRun,
-                                                                      host: Callable[[str], Any]) -> None:
-    """Another tool's drop-in, imported after the role's, replaces its whole CRI table (containerd 1.6): the role
-    reads containerd's merged view after the restart and stops, naming what containerd runs with."""
-    cpu = host("sb-cpu-1")
-    foreign = "/etc/containerd/conf.d/90-other.toml"
-    cpu.check_output(f"printf '%s\\n' 'version = 2' '[plugins.\"{CRI}\".cni]' 'bin_dir = \"/usr/lib/cni\"' > {foreign}")
-    try:
-        assert cri_dump(cpu)["cni"]["bin_dir"] == "/usr/lib/cni"
-        run = run_playbook("gpu.yml", "--limit", "sb-cpu-1", "--tags", "container_runtime")
-        assert run.rc != 0
-        assert 'containerd on sb-cpu-1 runs with cni.bin_dir "/usr/lib/cni" and the cgroupfs cgroup driver' in run.output
-        assert 'not "/opt/cni/bin" and systemd' in run.output
-    finally:
-        cpu.check_output(f"rm -f {foreign}")
-    run = run_playbook("gpu.yml", "--limit", "sb-cpu-1", "--tags", "container_runtime")
+def test_a_later_import_that_moves_the_cni_folder_stops_the_role(converged: PlaybookRun,
+                                                                  restored: Callable[[str], Any]) -> None:
+    """Another tool's drop-in, imported after the role's, sets another CNI folder: the role reads containerd's
+    merged view after the restart and stops, naming what containerd runs with."""
+    cpu = restored("sb-cpu-1")
+    cpu.check_output(f"printf '%s\\n' 'version = 3' '[plugins.\"{CRI}\".cni]' 'bin_dirs = [\"/usr/lib/cni\"]' > {FOREIGN}")
+    assert cri_dump(cpu)["cni"]["bin_dirs"] == ["/usr/lib/cni"]
+    run = converge("sb-cpu-1")
+    assert run.rc != 0
+    assert 'containerd on sb-cpu-1 runs with the CNI plugin folder "/usr/lib/cni" and the systemd cgroup' in run.output
+    assert 'not "/opt/cni/bin" and systemd' in run.output
+    cpu.check_output(f"rm -f {FOREIGN}")
+    run = converge("sb-cpu-1")
     assert run.rc == 0, run.tail()
-    assert cri_dump(cpu)["cni"]["bin_dir"] == "/opt/cni/bin"
+    assert cri_dump(cpu)["cni"]["bin_dirs"] == ["/opt/cni/bin"]
+
+
+def test_config_toml_as_the_package_ships_it_gets_the_cri_plugin_back(converged: PlaybookRun,
+                                                                      restored: Callable[[str], Any]) -> None:
+    """Docker's containerd.io (and the sandbox's) ships config.toml with the CRI plugin disabled: without the role
+    the running containerd has no CRI plugin (a kubelet could not start a pod); the role enables it."""
+    gpu = restored("sb-gpu-1")
+    shipped = gpu.check_output(f"dpkg-deb --fsys-tarfile /srv/k8s-node-pools-apt/pool/stable/containerd.io_{VERSION}-1"
+                               "_amd64.deb | tar -xOf - ./etc/containerd/config.toml")
+    assert 'disabled_plugins = ["cri"]' in shipped
+    gpu.check_output(f"cat > {CONFIG} <<'EOF'\n{shipped}\nEOF\nsystemctl restart containerd")
+    assert not cri_loaded(gpu)
+    run = converge("sb-gpu-1")
+    assert run.rc == 0, run.tail()
+    assert run.recap["sb-gpu-1"]["changed"] == 3, run.tail(80)  # the imports line, disabled_plugins, the restart
+    assert cri_loaded(gpu)
+
+
+def test_a_drop_in_that_disables_the_cri_plugin_stops_the_role(converged: PlaybookRun,
+                                                               restored: Callable[[str], Any]) -> None:
+    """The role cannot take a plugin out of another file's disabled_plugins (containerd joins the lists): it
+    reads the running containerd's plugins and stops, naming the host."""
+    cpu = restored("sb-cpu-1")
+    cpu.check_output(f"printf '%s\\n' 'version = 3' 'disabled_plugins = [\"io.containerd.grpc.v1.cri\"]' > {FOREIGN}"
+                     " && systemctl restart containerd")
+    assert not cri_loaded(cpu)
+    run = converge("sb-cpu-1")
+    assert run.rc != 0
+    assert "containerd on sb-cpu-1 has not loaded its CRI plugin" in run.output
+    assert "a drop-in disables it (it does now)" in run.output
+
+
+def test_another_containerd_first_on_path_stops_the_role(converged: PlaybookRun,
+                                                         restored: Callable[[str], Any]) -> None:
+    cpu = restored("sb-cpu-1")
+    cpu.check_output("printf '#!/bin/sh\\necho containerd github.com/containerd/containerd v1.6.20 1.6.20\\n'"
+                     " > /usr/local/bin/containerd && chmod 0755 /usr/local/bin/containerd")
+    run = converge("sb-cpu-1")
+    assert run.rc != 0
+    assert (f"sb-cpu-1: `containerd --version` says 'containerd github.com/containerd/containerd v1.6.20 1.6.20', "
+            f"not {VERSION} (containerd_version)") in run.output
 
 
 @pytest.mark.parametrize(("name", "gpu"), ALL)
@@ -118,26 +201,18 @@ def test_toolkit_repository_written_disabled_and_pinned(converged: PlaybookRun, 
     assert not host(name).package("nvidia-container-toolkit").is_installed  # unreachable here
 
 
-def test_an_edited_config_toml_is_kept_and_followed_by_the_dropin(converged: PlaybookRun,
-                                                                  host: Callable[[str], Any]) -> None:
-    """A setting another tool adds to config.toml's CRI table survives the role and reaches the drop-in
-    (else containerd 1.6 would drop it: the drop-in's CRI table replaces config.toml's)."""
-    gpu = host("sb-gpu-1")
-    config = "/etc/containerd/config.toml"
-    original = gpu.file(config).content_string
-    gpu.check_output(f"sed -i 's#conf_dir = \"/etc/cni/net.d\"#conf_dir = \"/etc/cni/edited.d\"#' {config}")
-    try:
-        run = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "container_runtime")
-        assert run.rc == 0, run.tail()
-        assert run.recap["sb-gpu-1"]["changed"] == 2, run.tail(80)  # the drop-in, the restart
-        assert 'conf_dir = "/etc/cni/edited.d"' in gpu.file(config).content_string
-        assert 'conf_dir = "/etc/cni/edited.d"' in gpu.file(DROPIN).content_string
-        assert 'conf_dir = "/etc/cni/edited.d"' in gpu.check_output("containerd config dump")
-        assert gpu.service("containerd").is_running
-    finally:
-        gpu.check_output(f"cat > {config} <<'EOF'\n{original}EOF")
-        restored = run_playbook("gpu.yml", "--limit", "sb-gpu-1", "--tags", "container_runtime")
-        assert restored.rc == 0, restored.tail()
+def test_config_toml_settings_stay_beside_the_dropin(converged: PlaybookRun, restored: Callable[[str], Any]) -> None:
+    """A CRI setting another tool adds to config.toml survives beside the drop-in's: containerd 2.x merges imports
+    key by key, so the drop-in holds only the role's settings and need not change."""
+    gpu = restored("sb-gpu-1")
+    dropin = gpu.file(DROPIN).content_string
+    gpu.check_output(f"printf '%s\\n' '[plugins.\"{CRI}\".cni]' 'conf_dir = \"/etc/cni/edited.d\"' >> {CONFIG}")
+    run = converge("sb-gpu-1")
+    assert run.rc == 0, run.tail()
+    assert run.recap["sb-gpu-1"]["changed"] == 0, run.tail(80)
+    assert gpu.file(DROPIN).content_string == dropin
+    cni = cri_dump(gpu)["cni"]
+    assert cni["conf_dir"] == "/etc/cni/edited.d" and cni["bin_dirs"] == ["/opt/cni/bin"]
 
 
 def test_a_foreign_imports_line_stops_the_role(converged: PlaybookRun, host: Callable[[str], Any]) -> None:

@@ -1,7 +1,9 @@
-"""The container_runtime role's drop-in keeps containerd's own CRI settings (containerd 1.6 replaces a plugin's
-whole table with an imported file's, so a drop-in naming only the nvidia runtime would drop them) and sets over them
-what every node needs: the CNI plugin folder and the kubelet's cgroup driver. The live check reads them back from
-`containerd config dump`, as the kubelet role does for the cgroup driver."""
+"""The container_runtime role's drop-in sets what every node needs - the CNI plugin folder and the kubelet's cgroup
+driver - in the configuration version the installed containerd writes. In version 2 (containerd 1.x, which replaces
+a plugin's whole table with an imported file's) it keeps containerd's own CRI settings under them; from version 3
+(containerd 2.x, which merges key by key: tests/hosts/test_container_runtime.py proves it on the hosts) it holds only
+the role's. The live check reads them back from `containerd config dump`, as the kubelet role does for the cgroup
+driver, and config.toml's disabled_plugins loses the CRI plugin (Docker's containerd.io disables it)."""
 
 from __future__ import annotations
 
@@ -39,9 +41,17 @@ version = 2
 CRI = "io.containerd.grpc.v1.cri"
 
 
-def dropin(text: str, nvidia: bool = True, default: bool = True, cgroup_driver: str = "systemd") -> dict:
+CRI_RUNTIME = "io.containerd.cri.v1.runtime"
+# What containerd 2.3.7's `containerd config default` begins with, and Docker's containerd.io config.toml.
+DEFAULT_V4 = "version = 4\nroot = '/var/lib/containerd'\nstate = '/run/containerd'\n"
+DOCKER = '#   Copyright 2018-2022 Docker Inc.\n\ndisabled_plugins = ["cri"]\n\n#root = "/var/lib/containerd"\n'
+
+
+def dropin(text: str, nvidia: bool = True, default: bool = True, cgroup_driver: str = "systemd",
+           version: int = 2) -> dict:
     binary = "/usr/bin/nvidia-container-runtime" if nvidia else ""
-    return tomllib.loads(containerd.containerd_cri_dropin(text, "/opt/cni/bin", cgroup_driver, binary, default))
+    return tomllib.loads(containerd.containerd_cri_dropin(text, "/opt/cni/bin", cgroup_driver, binary, default,
+                                                          "config.toml", version))
 
 
 def test_the_dropin_keeps_config_toml_cri_settings_and_runc() -> None:
@@ -116,3 +126,56 @@ def test_imports_are_read(text: str, imports: list[str] | None) -> None:
 def test_a_broken_config_is_named() -> None:
     with pytest.raises(AnsibleFilterError, match=r"config\.toml is not valid TOML"):
         containerd.containerd_imports("version = \n")
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_a_containerd_2_dropin_holds_only_the_roles_settings_in_containerds_own_version(version: int) -> None:
+    written = dropin(DEBIAN + DOCKER.replace('disabled_plugins = ["cri"]', ""), version=version)
+    assert written["version"] == version and list(written["plugins"]) == [CRI_RUNTIME]
+    cri = written["plugins"][CRI_RUNTIME]
+    assert cri["cni"] == {"bin_dirs": ["/opt/cni/bin"]}  # config.toml's conf_dir is not carried: containerd merges
+    assert cri["containerd"]["default_runtime_name"] == "nvidia"
+    assert {name: runtime["options"]["SystemdCgroup"] for name, runtime in cri["containerd"]["runtimes"].items()} == {
+        "runc": True, "nvidia": True}
+    assert dropin("", nvidia=False, version=version)["plugins"][CRI_RUNTIME]["containerd"] == {
+        "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2", "options": {"SystemdCgroup": True}}}}
+
+
+def test_the_configuration_version_is_containerds_own() -> None:
+    assert containerd.containerd_config_version(DEFAULT_V4) == 4
+    assert containerd.containerd_config_version("version = 2\n") == 2
+    for text in ("root = '/var/lib/containerd'\n", "version = 1\n"):
+        with pytest.raises(AnsibleFilterError, match="the role writes configuration versions 2 to 4"):
+            containerd.containerd_config_version(text)
+    with pytest.raises(AnsibleFilterError, match="configuration version 5: the role writes versions 2 to 4"):
+        dropin("", version=5)
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    (DOCKER, []),
+    ('disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs"]\n',
+     ["io.containerd.snapshotter.v1.btrfs"]),
+    ('disabled_plugins = ["io.containerd.snapshotter.v1.btrfs"]\n', None),  # the CRI plugin is not disabled
+    (DEBIAN, None),
+])
+def test_the_cri_plugin_is_taken_out_of_disabled_plugins(text: str, kept: list[str] | None) -> None:
+    assert containerd.containerd_enabled_cri(text) == kept
+
+
+def test_a_disabled_plugins_that_is_no_list_is_named() -> None:
+    with pytest.raises(AnsibleFilterError, match=r"config\.toml: disabled_plugins must be a list of plugin names"):
+        containerd.containerd_enabled_cri('disabled_plugins = "cri"\n')
+
+
+@pytest.mark.parametrize(("systemd", "driver"), [("true", "systemd"), ("false", "cgroupfs")])
+def test_the_live_settings_are_read_from_a_containerd_2_dump(systemd: str, driver: str) -> None:
+    dump = (f'version = 4\ndisabled_plugins = ["io.containerd.grpc.v1.cri"]\n[plugins."{CRI_RUNTIME}".cni]\n'
+            'bin_dir = ""\nbin_dirs = ["/opt/cni/bin"]\n'
+            f'[plugins."{CRI_RUNTIME}".containerd]\ndefault_runtime_name = "runc"\n'
+            f'[plugins."{CRI_RUNTIME}".containerd.runtimes.runc.options]\nSystemdCgroup = {systemd}\n'
+            # a version 2 table in a version 4 dump is not what containerd reads
+            f'[plugins."{CRI}".containerd.runtimes.runc.options]\nSystemdCgroup = {"false" if systemd == "true" else "true"}\n')
+    settings = containerd.containerd_cri_settings(dump)
+    assert settings == {"cni_bin_dir": "/opt/cni/bin", "default_runtime": "runc", "cgroup_driver": driver,
+                        "cri_disabled": True}
+    assert kubelet_runtime.containerd_runtime_cgroup_driver(dump) == driver  # the kubelet role reads it alike

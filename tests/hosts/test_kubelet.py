@@ -86,7 +86,7 @@ def test_the_dropin_passes_the_kubelet_s_own_validation(converged, host, tmp_pat
 @pytest.mark.parametrize("name", HOSTS)
 def test_the_kubelet_drives_cgroups_as_containerd_does(converged, host, name):
     """Read from both programs' own views: the drop-in the kubelet's validation accepts, containerd's merged dump."""
-    dump = tomllib.loads(host(name).check_output("containerd config dump"))["plugins"]["io.containerd.grpc.v1.cri"]
+    dump = tomllib.loads(host(name).check_output("containerd config dump"))["plugins"]["io.containerd.cri.v1.runtime"]
     default = dump["containerd"]["default_runtime_name"]
     assert dump["containerd"]["runtimes"][default]["options"]["SystemdCgroup"] is True
     assert dropin(host(name))["cgroupDriver"] == "systemd"
@@ -97,8 +97,8 @@ def test_a_runtime_on_another_cgroup_driver_stops_the_role_before_it_writes(conv
     the role refuses before it writes the kubelet's configuration, naming both drivers."""
     h = host("sb-cpu-1")
     foreign = "/etc/containerd/conf.d/90-other.toml"
-    h.check_output(f"printf '%s\\n' 'version = 2' '[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]'"
-                   f" 'runtime_type = \"io.containerd.runc.v2\"' > {foreign}")
+    h.check_output(f"printf '%s\\n' 'version = 3' '[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.runc.options]'"
+                   f" 'SystemdCgroup = false' > {foreign}")
     before = h.file(DROPIN).content_string
     try:
         run = run_playbook("site.yml", "--limit", "sb-cpu-1", "--tags", "kubelet")

@@ -31,3 +31,15 @@ def test_an_inventory_with_errors_stops_the_play(inventory, write):
     assert "POOL-GPU-TAINT" in result.stdout
     assert "No host was changed" in result.stdout
     assert "Learn what each host is" not in result.stdout  # stopped before any play that logs in
+
+
+def test_a_containerd_below_containerds_table_stops_the_play_before_any_host(inventory, write):
+    """Debian 12's own containerd (1.6.20) for Kubernetes 1.34: refused with the table's source and what it lists."""
+    inventory["group_vars"]["all"]["containerd_version"] = "1.6.20"
+    result = play(write(inventory))
+    assert result.returncode == 2
+    assert "CONTAINERD-VERSION" in result.stdout
+    assert "containerd 1.6.20 is below 1.6.39, the lowest 1.6 release containerd recommends for Kubernetes" \
+           in result.stdout
+    assert "No host was changed" in result.stdout
+    assert "Learn what each host is" not in result.stdout
