@@ -197,7 +197,7 @@ def test_a_batch_that_fails_stops_the_rollout_and_later_batches_are_untouched(co
     assert re.search(r"^failed\s+1\s+sb-mem-1$", summary, re.MULTILINE), summary
     assert re.search(r"^stopped\s+1\s+sb-cpu-1$", summary, re.MULTILINE), summary
     assert re.search(r"^untouched\s+2\s+sb-gpu-1, sb-mig-1$", summary, re.MULTILINE), summary
-    assert f"the run stopped after rollout play 1 of 8: {rollout[0]}" in summary
+    assert f"the run stopped after rollout play 1 of 9: {rollout[0]}" in summary
 
 
 def test_the_default_rollout_reaches_every_host_and_says_so(converged: PlaybookRun) -> None:
