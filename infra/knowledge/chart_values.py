@@ -51,12 +51,62 @@ class ValueKey(Fact):
         raise ValueError(f"default {self.default!r} is not a {self.type}")
 
 
+class ChartDaemonSet(Fact):
+    """A DaemonSet the chart renders (or, for an operator's chart, the operator creates): the pod each selected
+    node runs, at the chart's defaults unless the release's values set the keys named here."""
+
+    name: str
+    requests: dict[str, str] = Field(default_factory=dict, description="the pod's effective requests")
+    tolerations: tuple[dict[str, str], ...] = ()
+    node_selector: dict[str, str] = Field(default_factory=dict, description="hard-coded in the template")
+    priority_class: str = ""
+    tolerations_key: str | None = Field(None, description="values path whose list replaces `tolerations`")
+    affinity_key: str | None = Field(None, description="values path of the pod's affinity")
+    node_selector_key: str | None = Field(None, description="values path merged into `node_selector`")
+    enabled_key: str | None = Field(None, description="values path that renders the DaemonSet when true")
+    enabled_default: bool = True
+
+    @staticmethod
+    def value(values: Mapping[str, Any], key: str | None) -> Any:
+        """The release's value at the dotted path KEY, or None."""
+        if key is None:
+            return None
+        found: Any = values
+        for part in key.split("."):
+            if not isinstance(found, Mapping):
+                return None
+            found = found.get(part)
+        return found
+
+    def pod_spec(self, values: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The pod template the DaemonSet has with VALUES, or None when VALUES leave it out."""
+        enabled = self.value(values, self.enabled_key)
+        if not (self.enabled_default if enabled is None else enabled):
+            return None
+        tolerations = self.value(values, self.tolerations_key)
+        affinity = self.value(values, self.affinity_key)
+        spec: dict[str, Any] = {
+            "containers": [{"name": self.name, "resources": {"requests": dict(self.requests)}}],
+            "tolerations": [dict(t) for t in (self.tolerations if tolerations is None else tolerations)],
+            "nodeSelector": {**self.node_selector, **(self.value(values, self.node_selector_key) or {})},
+        }
+        if affinity:
+            spec["affinity"] = affinity
+        if self.priority_class:
+            spec["priorityClassName"] = self.priority_class
+        return spec
+
+
 class _ComponentValues(Fact):
     keys: dict[str, ValueKey]
+    daemonsets: tuple[ChartDaemonSet, ...] = ()
 
     @model_validator(mode="after")
     def _paths(self) -> _ComponentValues:
         bad = [path for path in self.keys if not _VALUES_PATH.match(path)]
+        bad += [path for daemonset in self.daemonsets
+                for path in (daemonset.tolerations_key, daemonset.affinity_key, daemonset.node_selector_key,
+                             daemonset.enabled_key) if path is not None and not _VALUES_PATH.match(path)]
         if bad:
             raise ValueError(f"not dotted values paths: {bad}")
         return self
@@ -260,6 +310,12 @@ def validate_chart_values(raw: object, components: Mapping[str, Component]) -> C
         if unknown:
             raise ValueError(f"chart values for components versions.yml does not pin: {unknown}")
     return ChartValues.model_validate(raw)
+
+
+def daemonsets_of(component: str) -> tuple[ChartDaemonSet, ...]:
+    """The DaemonSets the pinned chart of COMPONENT runs (none for a component without such facts)."""
+    facts = getattr(chart_values(), component.replace("-", "_"), None)
+    return facts.daemonsets if facts is not None else ()
 
 
 @cache

@@ -27,6 +27,7 @@ from typing import Any
 from infra.cluster.concerns import build_concerns
 from infra.cluster.nodes import GPU_MODEL_LABEL, POOL_LABEL, node, pool_taints
 from infra.cluster.placement import pool_affinity
+from infra.knowledge.chart_values import daemonsets_of
 from infra.knowledge.units import GIB
 from infra.model.capacity import host_capacity
 from infra.model.resolve import Resolved, resolve
@@ -44,6 +45,7 @@ from infra.planning.scheduler import (
 from infra.spec import Environment, Pool
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+OS_LABEL = "kubernetes.io/os"  # the kubelet sets it on every node ("linux"); agents' node selectors name it
 CONTROL_PLANE_TAINT: Obj = {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}
 PROBE_IMAGE = "registry.k8s.io/pause:3.10"
 
@@ -84,13 +86,13 @@ def node_objects(view: Resolved) -> list[Obj]:
                 allocatable.update({name: str(count) for name, count in sorted(one.gpu_resources.items())})
                 kinds[kind] = allocatable
             item = node(resolved, pool)
-            item["metadata"]["labels"][HOSTNAME_LABEL] = resolved.name
+            item["metadata"]["labels"].update({HOSTNAME_LABEL: resolved.name, OS_LABEL: "linux"})
             item["status"] = {"allocatable": dict(kinds[kind]), "capacity": dict(kinds[kind])}
             nodes.append(item)
     for host in env.control_plane:
         if not host.pool:
             nodes.append({"apiVersion": "v1", "kind": "Node",
-                          "metadata": {"name": host.name, "labels": {HOSTNAME_LABEL: host.name}},
+                          "metadata": {"name": host.name, "labels": {HOSTNAME_LABEL: host.name, OS_LABEL: "linux"}},
                           "spec": {"taints": [dict(CONTROL_PLANE_TAINT)]}, "status": {"allocatable": {}}})
     return nodes
 
@@ -138,34 +140,38 @@ SYSTEM_PRIORITIES = {"system-node-critical": 2000001000, "system-cluster-critica
 
 
 def daemon_pods(view: Resolved, nodes: list[Obj]) -> list[tuple[str, Obj]]:
-    """The pods the DaemonSets the cluster layer declares (infra.render writes the same objects) run: one
-    on each node whose labels and taints the pod template admits, pinned to it by the node's name as the
-    DaemonSet controller pins them; each takes a pod slot and its requests before any workload. Returns
-    (node, pod) pairs."""
-    pods = []
+    """The pods of the node agents the cluster layer runs: the DaemonSets it declares (infra.render writes the same
+    objects) and those its Helm releases run (their charts' DaemonSets as chart_values.yml records them, with the
+    tolerations, affinity and node selectors the release's values set). One on each node whose labels and taints
+    the pod template admits, pinned to it by the node's name as the DaemonSet controller pins them; each takes a
+    pod slot and its requests before any workload. Returns (node, pod) pairs."""
+    templates: list[tuple[str, str, Obj]] = []  # (DaemonSet, namespace, pod spec)
     for concern in build_concerns(view, helm_releases=False):
-        for item in concern.objects:
-            if item["kind"] != "DaemonSet":
+        templates += [(item["metadata"]["name"], item["metadata"].get("namespace", ""),
+                       item["spec"]["template"]["spec"]) for item in concern.objects if item["kind"] == "DaemonSet"]
+        for release in concern.releases:
+            for daemonset in daemonsets_of(release.component):
+                if (spec := daemonset.pod_spec(release.values)) is not None:
+                    templates.append((f"{release.name}-{daemonset.name}", release.namespace, spec))
+    pods = []
+    for daemonset_name, namespace, template in templates:
+        tolerations = template.get("tolerations") or []
+        priority_class = template.get("priorityClassName", "")
+        priority = SYSTEM_PRIORITIES.get(priority_class) or getattr(
+            view.env.cluster.priority_classes.get(priority_class), "value", 0)
+        for node_object in nodes:
+            name = node_object["metadata"]["name"]
+            taints = node_object["spec"].get("taints") or []
+            if not matches(template, node_object["metadata"]["labels"], name) or not all(
+                    tolerates(tolerations, taint) for taint in taints
+                    if taint.get("effect") in ("NoSchedule", "NoExecute")):
                 continue
-            template = item["spec"]["template"]["spec"]
-            tolerations = template.get("tolerations") or []
-            priority_class = template.get("priorityClassName", "")
-            priority = SYSTEM_PRIORITIES.get(priority_class) or getattr(
-                view.env.cluster.priority_classes.get(priority_class), "value", 0)
-            for node_object in nodes:
-                name = node_object["metadata"]["name"]
-                taints = node_object["spec"].get("taints") or []
-                if not matches(template, node_object["metadata"]["labels"], name) or not all(
-                        tolerates(tolerations, taint) for taint in taints
-                        if taint.get("effect") in ("NoSchedule", "NoExecute")):
-                    continue
-                pinned = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": [name]}]}]}}
-                pods.append((name, {"apiVersion": "v1", "kind": "Pod",
-                             "metadata": {"name": f"{item['metadata']['name']}-{name}",
-                                          "namespace": item["metadata"].get("namespace", "")},
-                             "spec": {**template, "priority": priority,
-                                      "affinity": {**(template.get("affinity") or {}), "nodeAffinity": pinned}}}))
+            pinned = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [name]}]}]}}
+            pods.append((name, {"apiVersion": "v1", "kind": "Pod",
+                                "metadata": {"name": f"{daemonset_name}-{name}", "namespace": namespace},
+                                "spec": {**template, "priority": priority,
+                                         "affinity": {**(template.get("affinity") or {}), "nodeAffinity": pinned}}}))
     return pods
 
 

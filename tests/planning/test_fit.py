@@ -14,6 +14,7 @@ from infra.cluster.nodes import POOL_LABEL
 from infra.model.capacity import pool_capacity
 from infra.model.resolve import resolve
 from infra.model.workloads import demands, pool_offers
+from infra.planning.filters import pod_requests
 from infra.planning.fit import daemon_pods, fit, node_objects, place, render, workload_objects
 from infra.spec import load_environment
 
@@ -145,7 +146,9 @@ def test_max_pods_limits_a_node(inventory, write):
     env = env_with(write, inventory, workload(replicas=21, requests={"cpu": "10m", "memory": "1Mi"}),
                    cpu__kubelet_max_pods=10, all__tenants__svc__quota={"pods": 100})
     data = fit(env)
-    assert by_name(data)["svc/w"]["placed"] == 18  # the Multus agent takes one of each node's ten slots
+    # Three node agents take three of each node's ten slots: Multus (a DaemonSet the cluster layer declares),
+    # calico-node (the tigera-operator release's) and csi-nfs-node (the NFS CSI driver release's).
+    assert by_name(data)["svc/w"]["placed"] == 14
     assert "2 Too many pods" in by_name(data)["svc/w"]["unplaced"][0]["reason"]
 
 
@@ -153,17 +156,50 @@ def test_the_cluster_layers_daemonsets_run_a_pod_on_each_node_they_select():
     view = resolve(load_environment(EXAMPLE))
     nodes = node_objects(view)
     pairs = daemon_pods(view, nodes)
-    pods = [pod for _, pod in pairs]
     on = defaultdict(set)
     for name, pod in pairs:
         [term] = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
             "nodeSelectorTerms"]
         assert term["matchFields"] == [{"key": "metadata.name", "operator": "In", "values": [name]}]
         on[pod["metadata"]["name"].removesuffix(f"-{name}")].add(name)
-    assert on.pop("kube-multus-ds") == {n["metadata"]["name"] for n in nodes}  # every node: pod networking
-    assert on and all(name.startswith("rdma-") for name in on), on  # and the RDMA pools' plugins, on those only
-    assert set().union(*on.values()) == {"gpu-a100-01", "gpu-a100-02", "gpu-h100-01", "gpu-h100-02"}
-    assert {pod["spec"]["priority"] for pod in pods} == {2000001000}  # system-node-critical
+    every = {n["metadata"]["name"] for n in nodes}
+    gpu = {name for name in every if name.startswith("gpu-")}
+    # Every node: pod networking (Multus, Cilium's agent and its envoy) and the NFS CSI node plugin.
+    for agent in ("kube-multus-ds", "cilium-agent", "cilium-envoy", "csi-driver-nfs-csi-nfs-node"):
+        assert on.pop(agent) == every, agent
+    # The GPU pools: the device plugin release's DaemonSets (the MPS daemon only where a node is MPS-capable: none).
+    for agent in ("nvidia-device-plugin-device-plugin", "nvidia-device-plugin-gpu-feature-discovery",
+                  "nvidia-device-plugin-node-feature-discovery-worker", "dcgm-exporter-exporter"):
+        assert on.pop(agent) == gpu, agent
+    assert on.pop("local-local-nvme-provisioner") == {"mem-01", "mem-02", "gpu-h100-01", "gpu-h100-02"}  # local disks
+    assert on.pop("rdma-shared-dp-gpu-a100") == {"gpu-a100-01", "gpu-a100-02"}  # each RDMA pool's plugin
+    assert on.pop("rdma-shared-dp-gpu-h100-bigmem") == {"gpu-h100-01", "gpu-h100-02"}
+    assert on == {}
+    priorities = {pod["metadata"]["name"].removesuffix(f"-{name}"): pod["spec"]["priority"] for name, pod in pairs}
+    assert priorities["csi-driver-nfs-csi-nfs-node"] == 2000000000  # the chart's system-cluster-critical
+    assert priorities["nvidia-device-plugin-node-feature-discovery-worker"] == 0  # the NFD subchart sets no class
+    assert priorities["cilium-agent"] == priorities["dcgm-exporter-exporter"] == 2000001000  # system-node-critical
+
+
+def test_a_helm_release_s_agents_take_their_charts_requests_and_follow_its_values():
+    """The chart facts (chart_values.yml) give each release's DaemonSets: requests at the chart's defaults, the
+    release's values for tolerations, affinity and whether an optional DaemonSet renders at all."""
+    view = resolve(load_environment(EXAMPLE))
+    nodes = [n for n in node_objects(view) if n["metadata"]["name"] == "gpu-t4-01"]
+    pods = {pod["metadata"]["name"].removesuffix("-gpu-t4-01"): pod for _, pod in daemon_pods(view, nodes)}
+    assert pod_requests(pods["dcgm-exporter-exporter"]) == {"cpu": 100, "memory": 128 * 2**20}
+    assert pod_requests(pods["nvidia-device-plugin-node-feature-discovery-worker"]) == {"cpu": 5, "memory": 64 * 2**20}
+    assert pod_requests(pods["cilium-agent"]) == {"cpu": 100, "memory": 10 * 2**20}  # its install-cni init container
+    assert pod_requests(pods["nvidia-device-plugin-device-plugin"]) == {}
+    from infra.knowledge.chart_values import daemonsets_of
+
+    [gfd] = [d for d in daemonsets_of("nvidia-device-plugin") if d.name == "gpu-feature-discovery"]
+    assert gfd.pod_spec({}) is None and gfd.pod_spec({"gfd": {"enabled": True}}) is not None  # off by default
+    [exporter] = daemonsets_of("dcgm-exporter")
+    # The chart's own tolerations leave a tainted GPU node without its exporter; the release's values replace them.
+    assert exporter.pod_spec({})["tolerations"] == [
+        {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}]
+    assert exporter.pod_spec({"tolerations": [{"operator": "Exists"}]})["tolerations"] == [{"operator": "Exists"}]
 
 
 def test_hugepages_are_a_resource_of_the_node(inventory, write):
