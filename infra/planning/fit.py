@@ -27,7 +27,7 @@ from typing import Any
 from infra.cluster.concerns import build_concerns
 from infra.cluster.nodes import GPU_MODEL_LABEL, POOL_LABEL, node, pool_taints
 from infra.cluster.placement import pool_affinity
-from infra.knowledge.chart_values import daemonsets_of
+from infra.knowledge.chart_values import chart_values, daemonsets_of
 from infra.knowledge.units import GIB
 from infra.model.capacity import host_capacity
 from infra.model.resolve import Resolved, resolve
@@ -87,6 +87,9 @@ def node_objects(view: Resolved) -> list[Obj]:
                 kinds[kind] = allocatable
             item = node(resolved, pool)
             item["metadata"]["labels"].update({HOSTNAME_LABEL: resolved.name, OS_LABEL: "linux"})
+            if pool.vars.gpu_sharing is not None and pool.vars.gpu_sharing.mode == "mps":
+                # GFD labels the nodes whose device plugin shares cards by MPS; the MPS control daemon selects them.
+                item["metadata"]["labels"][chart_values().nvidia_device_plugin.mps_capable_label] = "true"
             item["status"] = {"allocatable": dict(kinds[kind]), "capacity": dict(kinds[kind])}
             nodes.append(item)
     for host in env.control_plane:

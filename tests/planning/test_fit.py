@@ -202,6 +202,18 @@ def test_a_helm_release_s_agents_take_their_charts_requests_and_follow_its_value
     assert exporter.pod_spec({"tolerations": [{"operator": "Exists"}]})["tolerations"] == [{"operator": "Exists"}]
 
 
+def test_the_mps_control_daemon_runs_only_on_the_pools_that_share_cards_by_mps(inventory, write):
+    """The device plugin release's MPS control daemon selects nvidia.com/mps.capable, which GFD sets on the nodes
+    whose plugin config shares by MPS: counted there, not on the time-sliced pool."""
+    def daemons(env):
+        view = resolve(env)
+        return {name for name, pod in daemon_pods(view, node_objects(view))
+                if pod["metadata"]["name"].startswith("nvidia-device-plugin-mps-control-daemon-")}
+
+    assert daemons(env_with(write, inventory, {})) == set()  # t4 time-slices
+    assert daemons(env_with(write, inventory, {}, t4__gpu_sharing={"mode": "mps", "replicas": 2})) == {"t4-1"}
+
+
 def test_hugepages_are_a_resource_of_the_node(inventory, write):
     spec = {"requests": {"hugepages-1Gi": "2Gi", "memory": "1Gi"}, "limits": {"hugepages-1Gi": "2Gi"}}
     env = env_with(write, inventory, {"cache": {"w": {"replicas": 2, **spec}}}, mem__hugepages={"1Gi": 3})
