@@ -45,9 +45,14 @@ def make_key(home: Path, name: str = "k8s-node-pools test repository", algorithm
     uid = f"{name} <test@k8s-node-pools.invalid>"
     key = SigningKey(home, "", "")
     key.gpg("--passphrase", "", "--quick-gen-key", uid, algorithm, usage, "never")
-    fingerprint = next(line.split(":")[9] for line in key.gpg("--with-colons", "--list-keys", f"={uid}").splitlines()
-                       if line.startswith("fpr:"))
+    fingerprint = _fingerprint(key, "--list-keys", f"={uid}")
     return SigningKey(home, fingerprint, key.gpg("--armor", "--export", fingerprint))
+
+
+def _fingerprint(key: SigningKey, *listing: str) -> str:
+    """The first fingerprint gpg lists (LISTING: what to list) in KEY's home."""
+    return next(line.split(":")[9] for line in key.gpg("--with-colons", *listing).splitlines()
+                if line.startswith("fpr:"))
 
 
 def build_package(out: Path, name: str, version: str) -> Path:
@@ -245,8 +250,7 @@ def _signing_key(home: Path, kept: Path) -> SigningKey:
     home.mkdir(mode=0o700)
     importer = SigningKey(home, "", "")
     importer.gpg("--import", str(kept))
-    fingerprint = next(line.split(":")[9] for line in importer.gpg("--with-colons", "--list-secret-keys").splitlines()
-                       if line.startswith("fpr:"))
+    fingerprint = _fingerprint(importer, "--list-secret-keys")
     return SigningKey(home, fingerprint, importer.gpg("--armor", "--export", fingerprint))
 
 
