@@ -19,7 +19,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
 FAMILIES = ("containerd", "etcd", "kubernetes", "kubelet-config-check", "kwok", "nvidia-container-toolkit", "pulumi",
-            "pulumi-kubernetes")
+            "pulumi-kubernetes", "volcano")
 # The project's own Python language host: a module of its own, built by the pulumi family beside the CLI.
 HOST = "pulumi-language-python"
 HOST_FILES = ("go.mod", "go.sum", "main.go")
@@ -347,3 +347,17 @@ def test_make_nodes_registers_the_control_plane_hosts_as_fit_counts_them(invento
         {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]
     assert nodes["cp-1"]["metadata"]["labels"]["node-role.kubernetes.io/control-plane"] == ""
     assert [c["type"] for c in nodes["cp-1"]["status"]["conditions"]] == ["Ready"]
+
+
+def test_volcano_is_the_newest_buildable_release_below_the_pinned_chart():
+    """The chart's own release cannot be built here (tools/volcano/go.mod says why): the family builds the latest
+    patch of the minor before it, whose volcano.sh/apis is the published module of that minor, not a local path."""
+    from infra.knowledge.versions import versions
+
+    chart = versions()["volcano"].app_version
+    requires, replaces, tools = go_mod("volcano")
+    built = requires["volcano.sh/volcano"].removeprefix("v")
+    assert built.split(".")[:2] == [chart.split(".")[0], str(int(chart.split(".")[1]) - 1)], (built, chart)
+    apis, version = replaces["volcano.sh/apis"]
+    assert apis == "volcano.sh/apis" and version.startswith(f"v{'.'.join(built.split('.')[:2])}.")
+    assert sorted(tools) == ["volcano.sh/volcano/cmd/controller-manager", "volcano.sh/volcano/cmd/scheduler"]

@@ -14,7 +14,7 @@ cd "$(dirname "$0")"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/tools
-FAMILIES=${TOOLS_FAMILIES:-containerd etcd kubernetes kubelet-config-check kwok nvidia-container-toolkit pulumi pulumi-kubernetes}
+FAMILIES=${TOOLS_FAMILIES:-containerd etcd kubernetes kubelet-config-check kwok nvidia-container-toolkit pulumi pulumi-kubernetes volcano}
 
 # What a family's build reads besides its go.mod and go.sum (in its cache key too).
 extra_inputs() {
@@ -167,6 +167,19 @@ PY
   (cd pulumi-kubernetes && go build -trimpath -overlay "$gen/overlay.json" \
     -ldflags "-X $mod/pkg/version.Version=${release#v}" \
     -o "$out/pulumi-resource-kubernetes" ./pulumi-resource-kubernetes)
+}
+
+build_volcano() {
+  local mod=volcano.sh/volcano v cmd
+  v=$(version_of $mod)
+  for cmd in scheduler controller-manager; do
+    echo "tools: volcano: vc-$cmd from $mod $v" >&2
+    (cd volcano && go build -trimpath -ldflags "-X $mod/pkg/version.Version=$v" -o "$out/vc-$cmd" "$mod/cmd/$cmd")
+  done
+  # The CRDs the chart installs, from the same module version: the scheduler waits for every informer it
+  # starts (HyperNodes and Numatopologies too) before its first session.
+  mkdir -p "$out/crd"
+  install -m 0644 "$(dir_of "$mod@$v")"/installer/helm/chart/volcano/crd/bases/*.yaml "$out/crd/"
 }
 
 for family in $FAMILIES; do
