@@ -63,7 +63,7 @@ def tool_paths(root: Path = ROOT) -> dict[str, Path]:
     return found
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -79,7 +79,7 @@ class LocalCluster:
 
     def __post_init__(self) -> None:
         for name in PORTS:
-            self.ports.setdefault(name, os.environ.get(name) or str(_free_port()))
+            self.ports.setdefault(name, os.environ.get(name) or str(free_port()))
 
     @property
     def kubeconfig(self) -> Path:

@@ -5,8 +5,11 @@ The Nodes, ResourceQuotas, the pinned agent pods and the workload pods `fit` bui
 cluster layer renders them. Pods are created one at a time, in fit's order (priority first, then as
 declared), and each is decided - bound, or marked unschedulable with the scheduler's message - before the
 next, so the real scheduler sees the same sequence fit simulates. kwok stands in for the kubelets: it keeps
-the Nodes Ready and runs the pods; nothing else differs from a cluster's own path. Gangs need Volcano and
-volumes a provisioner, which the local control plane has not: `replay` refuses inputs with either.
+the Nodes Ready and runs the pods; nothing else differs from a cluster's own path. A gang (pods naming a
+Volcano PodGroup) is created whole - its pods, then its PodGroup (in the queue Volcano's podgroup mutation
+would give it, as fit writes it) - and decided whole by vc-scheduler, which `replay` then needs
+running (infra.live.volcano, volcano=True; the cluster layer's Queues are created too). Volumes need a
+provisioner, which the local control plane has not: `replay` refuses inputs with claims.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from infra.cluster.scheduling import queues
 from infra.cluster.tenancy import priority_class
 from infra.knowledge.units import parse_quantity
 from infra.live.kubeapi import ApiError, Kube, wait_for
+from infra.live.volcano import QUEUES, VOLCANO_API
+from infra.model.resolve import resolve
 from infra.planning.fit import Inputs
-from infra.planning.scheduler import key_of
+from infra.planning.scheduler import GROUP_ANNOTATION, key_of
 from infra.spec import Environment
 
 Obj = dict[str, Any]
@@ -37,10 +43,13 @@ class Replayed:
     refused: dict[str, str] = field(default_factory=dict)  # pod -> the API server's message
 
 
-def replay(kube: Kube, env: Environment, built: Inputs, timeout: float = 60) -> Replayed:
-    """Create BUILT on the cluster behind KUBE and return where each pod went; `clear` undoes it."""
-    if built.objects.pod_groups or built.objects.claims:
-        raise ValueError("replay needs Volcano for gangs and a provisioner for volumes: give it inputs without")
+def replay(kube: Kube, env: Environment, built: Inputs, timeout: float = 60, volcano: bool = False) -> Replayed:
+    """Create BUILT on the cluster behind KUBE and return where each pod went; `clear` undoes it. VOLCANO: Volcano's
+    scheduler runs there, so gangs can be replayed."""
+    if built.objects.claims:
+        raise ValueError("replay needs a provisioner for volumes: give it inputs without claims")
+    if built.objects.pod_groups and not volcano:
+        raise ValueError("replay needs Volcano for gangs: start infra.live.volcano and pass volcano=True")
     if left := [node["metadata"]["name"] for node in kube.get("/api/v1/nodes")["items"]]:
         raise ValueError(f"replay wants a cluster without Nodes (they would count in every message); it has {left}")
     for name, spec in env.cluster.priority_classes.items():
@@ -58,14 +67,37 @@ def replay(kube: Kube, env: Environment, built: Inputs, timeout: float = 60) -> 
         wait_for(f"quota {key_of(quota)} counted", partial(_counted, kube, counted), timeout)
     for host, agent in built.agents:
         kube.create(f"/api/v1/namespaces/{AGENTS}/pods", _pinned(agent, host))
+    if volcano:
+        for queue in queues(resolve(env)):
+            kube.create(QUEUES, queue)
+    groups = {key_of(group): group for group in built.objects.pod_groups}
     out = Replayed()
+    done: set[str] = set()
     for pod in built.objects.pods:
-        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        group = _group_of(pod)
+        if group is None:
+            _decide(kube, [pod], out, timeout)
+        elif group not in done:
+            done.add(group)
+            members = [p for p in built.objects.pods if _group_of(p) == group]
+            _decide(kube, members, out, timeout, groups[group])
+    return out
+
+
+def _decide(kube: Kube, pods: list[Obj], out: Replayed, timeout: float, group: Obj | None = None) -> None:
+    """Create PODS (then their PodGroup GROUP, so that Volcano first sees the gang whole) and wait until the
+    scheduler has decided on each that the API server admitted."""
+    created = []
+    for pod in pods:
         try:
-            kube.create(f"/api/v1/namespaces/{namespace}/pods", _admissible(pod))
+            kube.create(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", _admissible(pod))
+            created.append(pod)
         except ApiError as error:
             out.refused[key_of(pod)] = error.message
-            continue
+    if group is not None:
+        kube.create(f"{VOLCANO_API}/namespaces/{group['metadata']['namespace']}/podgroups", group)
+    for pod in created:
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         path = f"/api/v1/namespaces/{namespace}/pods/{name}"
         bound, message = wait_for(f"the scheduler's decision on {namespace}/{name}", partial(_decision, kube, path),
                                   timeout)
@@ -73,7 +105,11 @@ def replay(kube: Kube, env: Environment, built: Inputs, timeout: float = 60) -> 
             out.bound[key_of(pod)] = bound
         else:
             out.unschedulable[key_of(pod)] = message
-    return out
+
+
+def _group_of(pod: Obj) -> str | None:
+    name = (pod["metadata"].get("annotations") or {}).get(GROUP_ANNOTATION)
+    return f"{pod['metadata']['namespace']}/{name}" if name else None
 
 
 def clear(kube: Kube, env: Environment, built: Inputs, timeout: float = 120) -> None:
@@ -88,6 +124,8 @@ def clear(kube: Kube, env: Environment, built: Inputs, timeout: float = 120) -> 
         kube.delete(f"/api/v1/nodes/{node['metadata']['name']}")
     for name in env.cluster.priority_classes:
         kube.delete(f"/apis/scheduling.k8s.io/v1/priorityclasses/{name}")
+    for queue in queues(resolve(env)):  # 404 where Volcano's CRDs are not installed
+        kube.delete(f"{QUEUES}/{queue['metadata']['name']}")
 
 
 def register_node(kube: Kube, node: Obj, timeout: float = 60) -> None:
@@ -147,7 +185,8 @@ def _decision(kube: Kube, path: str) -> tuple[str, str] | None:
     if pod["spec"].get("nodeName"):
         return pod["spec"]["nodeName"], ""
     for condition in pod.get("status", {}).get("conditions", []):
+        # vc-scheduler marks a gang member that would fit "Schedulable" (still unbound) when its gang does not
         if condition["type"] == "PodScheduled" and condition["status"] == "False" and \
-                condition.get("reason") == "Unschedulable":
+                condition.get("reason") in ("Unschedulable", "Schedulable"):
             return "", str(condition.get("message", ""))
     return None
