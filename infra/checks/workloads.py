@@ -39,6 +39,13 @@ WORKLOAD_STORAGE = rule(
     "that backs none of the pools its pods may run on: the claim never binds and the pods stay Pending.",
     "Name a defined class; for a local class, one whose pools include a pool the workload runs on.",
 )
+WORKLOAD_GANG_QUEUE = rule(
+    "WORKLOAD-GANG-QUEUE", "error",
+    "A gang (a job with `gang`, a Volcano PodGroup) of a tenant without a Volcano queue: the tenants' admission "
+    "policy refuses its PodGroup (Volcano would run it in the `default` queue, which no tenant may use), so "
+    "none of its pods is ever scheduled.",
+    "Give the tenant a queue (tenants.<name>.queue), or drop `gang` from the workload.",
+)
 WORKLOAD_LIMIT_RANGE = rule(
     "WORKLOAD-LIMIT-RANGE", "error",
     "A workload whose requests or limits, once the tenant's LimitRange has filled them in, break it: a "
@@ -91,6 +98,10 @@ def check(view: Resolved, report: Report) -> None:
             if workload.priority_class and workload.priority_class not in env.cluster.priority_classes:
                 report.add(WORKLOAD_PRIORITY, where, f"{field}.priority_class",
                            f"no priority class named {workload.priority_class!r}")
+            if workload.gang is not None and tenant.queue is None:
+                report.add(WORKLOAD_GANG_QUEUE, where, f"{field}.gang",
+                           f"tenant {tenant_name} has no Volcano queue, so the PodGroup of this gang is refused; "
+                           f"give tenants.{tenant_name} a queue")
             limits_ok = _limit_range(tenant_name, tenant, field, workload, where, report)
             if not pools_known or (workload.gpu is not None and not gpus_known):
                 continue  # an unknown pool or broken pool facts are reported once, where they are

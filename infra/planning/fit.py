@@ -27,6 +27,7 @@ from typing import Any
 from infra.cluster.concerns import build_concerns
 from infra.cluster.nodes import GPU_MODEL_LABEL, POOL_LABEL, node, pool_taints
 from infra.cluster.placement import pool_affinity
+from infra.cluster.scheduling import queues
 from infra.knowledge.chart_values import chart_values, daemonsets_of
 from infra.knowledge.units import GIB
 from infra.model.capacity import host_capacity
@@ -36,6 +37,7 @@ from infra.model.workloads import Demand, demands, pool_offers
 from infra.planning.admission import Quotas, printed_quantity
 from infra.planning.filters import Obj, matches, pod_requests, tolerates
 from infra.planning.scheduler import (
+    DEFAULT_QUEUE,
     GROUP_ANNOTATION,
     NO_PROVISIONER,
     Cluster,
@@ -218,9 +220,12 @@ def workload_objects(env: Environment, found: list[Demand]) -> Objects:
         if item.spec.gang is not None:
             spec["schedulerName"] = "volcano"
             annotations[GROUP_ANNOTATION] = item.name
+            # in the queue Volcano's podgroup mutation gives it: the one its namespace names, else `default`
+            tenant = env.cluster.tenants[item.tenant]
             groups.append({"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                            "metadata": {"name": item.name, "namespace": item.tenant},
-                           "spec": {"minMember": item.spec.gang}})
+                           "spec": {"minMember": item.spec.gang,
+                                    "queue": item.tenant if tenant.queue is not None else DEFAULT_QUEUE}})
         for ordinal in range(item.spec.replicas):
             name = f"{item.name}-{ordinal}"
             pod_spec = dict(spec)
@@ -289,6 +294,7 @@ class Inputs:
     volumes: list[Obj]
     agents: list[tuple[str, Obj]]  # (node, DaemonSet pod)
     scoring: Scoring  # the environment's scheduler configuration, as the simulation reads it
+    queues: list[Obj]  # the Volcano Queues the cluster layer declares (their capabilities bound gangs)
 
 
 def inputs(env: Environment) -> Inputs:
@@ -297,7 +303,7 @@ def inputs(env: Environment) -> Inputs:
     nodes = node_objects(view)
     classes, volumes = storage_objects(env)
     return Inputs(workload_objects(env, demands(env, offers)), nodes, classes, volumes, daemon_pods(view, nodes),
-                  scoring_of(scheduler_configuration_of(view)))
+                  scoring_of(scheduler_configuration_of(view)), queues(view))
 
 
 def place(env: Environment, n_minus_1: bool = True, ties: int | None = None, given: Inputs | None = None) -> Result:
@@ -325,7 +331,7 @@ def place(env: Environment, n_minus_1: bool = True, ties: int | None = None, giv
             outcome.refused[key_of(pod)] = refusal
         else:
             admitted.append(pod)
-    placed = cluster.schedule(admitted, objects.claims, objects.pod_groups)
+    placed = cluster.schedule(admitted, objects.claims, objects.pod_groups, built.queues)
     outcome.bound, outcome.unschedulable, outcome.claims = placed.bound, placed.unschedulable, placed.claims
     losses = {}
     if n_minus_1:
@@ -350,7 +356,7 @@ def place(env: Environment, n_minus_1: bool = True, ties: int | None = None, giv
                         moved.add(mate)
             again = [admitted[n] for n in sorted(order[name] for name in moved if name in order)]  # agents stay
             losses[pool] = (lost, [key_of(pod) for pod in again],
-                            trial.schedule(again, objects.claims, objects.pod_groups))
+                            trial.schedule(again, objects.claims, objects.pod_groups, built.queues))
     return Result(env, nodes, objects, cluster, outcome, losses)
 
 

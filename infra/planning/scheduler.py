@@ -25,7 +25,8 @@ infra.planning.filters). What is mirrored:
 - Gangs (Volcano's gang plugin): pods naming one PodGroup (annotation scheduling.k8s.io/group-name)
   are placed together when the first of them reaches the head of the queue; if fewer than its
   minMember fit, none is bound. Given a seed, gangs of one priority also take their turns in a drawn
-  order, as Volcano runs jobs submitted in the same second in the order of their UIDs.
+  order, as Volcano runs jobs submitted in the same second in the order of their UIDs. A member that would
+  take its PodGroup's queue past the queue's capability (proportion plugin) is passed over.
 - Messages: "0/N nodes are available: " + the sorted histogram of reasons + ".", as FitError does,
   then what the PostFilter plugins say when none helps: DynamicResources "no new claims to deallocate", then
   DefaultPreemption ("preemption: 0/N nodes are available: K No preemption victims found for incoming
@@ -75,6 +76,7 @@ from infra.planning.filters import (
 )
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"  # Volcano's: the PodGroup a pod belongs to
+DEFAULT_QUEUE = "default"  # Volcano's queue for a PodGroup that names none
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 MAX_NODE_SCORE = 100
 NON_ZERO_CPU_MILLI = 100  # the scheduler's defaults for pods without requests, in scoring only
@@ -155,6 +157,8 @@ class Cluster:
         self._templates: dict[str, tuple[list[int], dict[int, str]]] = {}
         self._by_identity: dict[tuple[Any, ...], str] | None = None  # see _signature
         self._version = 0  # counts binds and unbinds: an unchanged count means an unchanged cluster
+        self._capability: dict[str, dict[str, int]] = {}  # Volcano queue -> its capability (schedule's queues)
+        self._queued: dict[str, tuple[str, dict[str, int]]] = {}  # bound gang member -> (its queue, its requests)
         # (class, state, what a pod asks) -> (score or None, reasons, volumes): a bucket's answer to a kind of pod
         self._verdicts: dict[tuple[Any, ...], tuple[int | None, tuple[str, ...], tuple[str, ...]]] = {}
 
@@ -416,6 +420,7 @@ class Cluster:
     def unbind(self, pod: str) -> None:
         """Take a bound pod off its node (a gang rolled back, or a pod evicted), freeing what it held."""
         i = self._node_of.pop(pod)
+        self._queued.pop(pod, None)
         vector, non_zero = self._requests.pop(pod)
         volumes = self._pod_claims.pop(pod)
         if self.alive[i]:
@@ -455,6 +460,7 @@ class Cluster:
         other.pods_on = [list(pods) for pods in self.pods_on]
         other._node_of, other._requests, other._pod_claims = (dict(self._node_of), dict(self._requests),
                                                               dict(self._pod_claims))
+        other._queued = dict(self._queued)
         other._buckets = [{state: list(members) for state, members in buckets.items()} for buckets in self._buckets]
         other._templates = dict(self._templates)
         other._verdicts = dict(self._verdicts)
@@ -479,12 +485,16 @@ class Cluster:
 
     # -------------------------------------------------------------- many pods
 
-    def schedule(self, pods: Sequence[Obj], claims: Sequence[Obj] = (), pod_groups: Sequence[Obj] = ()) -> Outcome:
-        """Place pods highest priority first (then in the order given), gangs all or nothing."""
+    def schedule(self, pods: Sequence[Obj], claims: Sequence[Obj] = (), pod_groups: Sequence[Obj] = (),
+                 queues: Sequence[Obj] = ()) -> Outcome:
+        """Place pods highest priority first (then in the order given), gangs all or nothing and within their
+        PodGroup's queue's capability (QUEUES: Volcano Queues)."""
         outcome = Outcome()
         if not pods:
             return outcome
         self._by_identity = {}
+        self._capability = {str(q["metadata"]["name"]): amounts_of((q.get("spec") or {}).get("capability"))
+                            for q in queues}
         try:
             self._schedule_all(pods, claims, pod_groups, outcome)
         finally:
@@ -496,6 +506,7 @@ class Cluster:
         self._classify(pods)
         by_claim = {key_of(claim): claim for claim in claims}
         min_member = {key_of(group): int((group.get("spec") or {}).get("minMember", 1)) for group in pod_groups}
+        queue_of = {key_of(group): str((group.get("spec") or {}).get("queue") or DEFAULT_QUEUE) for group in pod_groups}
         order = sorted(range(len(pods)), key=lambda n: (-int((pods[n].get("spec") or {}).get("priority", 0)), n))
         gangs: dict[str, list[Obj]] = {}
         for n in order:
@@ -513,7 +524,8 @@ class Cluster:
             elif group not in done:
                 done.add(group)
                 group = turn[group]
-                self._schedule_gang(group, gangs[group], min_member.get(group, len(gangs[group])), by_claim, outcome)
+                self._schedule_gang(group, gangs[group], min_member.get(group, len(gangs[group])),
+                                    queue_of.get(group, DEFAULT_QUEUE), by_claim, outcome)
 
     def _gang_turns(self, gangs: dict[str, list[Obj]]) -> dict[str, str]:
         """Which gang takes each gang's turn: its own, or with TIES a draw among the gangs of its priority. Volcano
@@ -549,12 +561,29 @@ class Cluster:
             last_failure[template] = (self._version, failure)
         return False
 
-    def _schedule_gang(self, group: str, members: list[Obj], minimum: int, claims: dict[str, Obj],
+    def _schedule_gang(self, group: str, members: list[Obj], minimum: int, queue: str, claims: dict[str, Obj],
                        outcome: Outcome) -> None:
         trial = Outcome()
+        capability = self._capability.get(queue) or {}
+        allocated: Counter[str] = Counter()
+        for member, (its_queue, requests) in self._queued.items():
+            if its_queue == queue and member in self._node_of:
+                allocated.update(requests)
         for pod in members:
-            self._schedule_one(pod, claims, trial, {})
+            requests = pod_requests(pod)
+            # Volcano's proportion plugin: a task that would take its queue past the capability, in a resource the
+            # task asks for, is passed over (allocate: "Queue <q> is overused when considering task <t>, ignore it").
+            over = sorted(r for r, amount in requests.items()
+                          if r in capability and allocated[r] + amount > capability[r])
+            if over:
+                trial.unschedulable[key_of(pod)] = (f"queue {queue} is overused: its capability has no room for "
+                                                    f"{', '.join(over)}")
+                continue
+            if self._schedule_one(pod, claims, trial, {}):
+                allocated.update(requests)
         if len(trial.bound) >= minimum:
+            for member in trial.bound:
+                self._queued[member] = (queue, pod_requests(next(p for p in members if key_of(p) == member)))
             outcome.bound.update(trial.bound)
             outcome.unschedulable.update(trial.unschedulable)
             outcome.claims.update(trial.claims)

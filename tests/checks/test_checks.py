@@ -364,6 +364,8 @@ MIG = {"type": "mig", "profile": "1g.10gb"}
 CASES += [
     ("WORKLOAD-TENANT", set_in("all.workloads", {"nope": {"w": {"replicas": 1}}}), workloads("svc")),
     ("WORKLOAD-PRIORITY", workloads("svc", priority_class="nope"), workloads("svc", priority_class="low")),
+    # svc has no Volcano queue, batch has one
+    ("WORKLOAD-GANG-QUEUE", workloads("svc", kind="job", gang=1), workloads("batch", kind="job", gang=1)),
     # the gpu pool cuts every A100 into 7x 1g.10gb
     ("WORKLOAD-RESOURCE", workloads("infer", gpu={"type": "mig", "profile": "2g.20gb"}), workloads("infer", gpu=MIG)),
     ("WORKLOAD-RESOURCE", workloads("infer", gpu={"type": "whole"}), workloads("batch", gpu={"type": "shared"})),

@@ -91,7 +91,8 @@ def test_pods_name_the_pools_that_serve_them_and_tolerate_exactly_their_taints()
         "affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0][
         "matchExpressions"]
     assert objects.pod_groups == [{"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
-                                   "metadata": {"name": "pretrain", "namespace": "training"}, "spec": {"minMember": 2}}]
+                                   "metadata": {"name": "pretrain", "namespace": "training"},
+                                   "spec": {"minMember": 2, "queue": "training"}}]  # the queue its namespace names
     assert pods["inference/llm-chat-0"]["spec"]["priority"] == 100000
     assert next(iter(pods)).startswith("inference/")  # created (and queued) highest priority first
 

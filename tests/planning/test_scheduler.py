@@ -329,6 +329,30 @@ def test_a_gang_with_min_member_below_its_size_keeps_what_fits():
     assert outcome.unschedulable == {"t/w2": "0/1 nodes are available: 1 Insufficient cpu." + NO_VICTIMS}
 
 
+def test_a_gang_stays_within_its_queue_s_capability():
+    """batch's queue may hold 5 CPUs: of three 2-CPU members two fit it, on a node with room for all three."""
+    queue = {"metadata": {"name": "batch"}, "spec": {"capability": {"cpu": "5"}}}
+    members = [pod(f"w{i}", cpu="2", group="job") for i in range(3)]
+    for minimum, bound in ((3, []), (2, ["t/w0", "t/w1"])):
+        group = {"metadata": {"name": "job", "namespace": "t"}, "spec": {"minMember": minimum, "queue": "batch"}}
+        outcome = Cluster([node("n1", cpu="8")]).schedule(members, pod_groups=[group], queues=[queue])
+        assert sorted(outcome.bound) == bound, minimum
+        assert "queue batch is overused: its capability has no room for cpu" in outcome.unschedulable["t/w2"]
+    # another queue's capability, or none, does not bound it
+    for named in ("default", None):
+        group = {"metadata": {"name": "job", "namespace": "t"}, "spec": {"minMember": 3, "queue": named}}
+        assert len(Cluster([node("n1", cpu="8")]).schedule(members, pod_groups=[group], queues=[queue]).bound) == 3
+
+
+def test_a_queue_s_capability_counts_what_its_earlier_gangs_hold():
+    queue = {"metadata": {"name": "batch"}, "spec": {"capability": {"cpu": "5"}}}
+    groups = [{"metadata": {"name": name, "namespace": "t"}, "spec": {"minMember": 2, "queue": "batch"}}
+              for name in ("first", "second")]
+    members = [pod(f"{name}-{i}", cpu="1500m", group=name) for name in ("first", "second") for i in range(2)]
+    outcome = Cluster([node("n1", cpu="8")]).schedule(members, pod_groups=groups, queues=[queue])
+    assert sorted(outcome.bound) == ["t/first-0", "t/first-1"]  # 3 CPUs held, 2 left: one more member, not two
+
+
 # ---------------------------------------------------------------- VolumeBinding
 
 
