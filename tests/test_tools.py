@@ -92,7 +92,7 @@ def test_the_control_plane_is_the_shipped_kubernetes_version():
     assert requires["k8s.io/kubernetes"] == f"v{kube}"
     assert sorted(tools) == [
         f"k8s.io/kubernetes/cmd/{name}"
-        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+        for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")
     ]
 
 

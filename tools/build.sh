@@ -80,7 +80,7 @@ build_kubernetes() {
       ldflags+=" -X $pkg.$key"
     done
   done
-  for pkg in kube-apiserver kube-controller-manager kube-scheduler; do
+  for pkg in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
     echo "tools: kubernetes: $pkg from k8s.io/kubernetes $v" >&2
     (cd kubernetes && go build -trimpath -ldflags "$ldflags" -o "$out/$pkg" "k8s.io/kubernetes/cmd/$pkg")
   done
