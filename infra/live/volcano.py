@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -77,7 +76,7 @@ class Volcano:
         for name in self.crds:
             wait_for(f"CRD {name} established", partial(self._established, name), 30)
         logs = self.cluster.kubeconfig.parent
-        conf = Path(tempfile.mkdtemp(prefix="volcano-", dir=logs)) / "volcano-scheduler.conf"
+        conf = logs / "volcano-scheduler.conf"  # beside the logs, as the cluster's scheduler-config.yaml
         conf.write_text(scheduler_conf())
         common = [f"--kubeconfig={self.cluster.kubeconfig}", "--leader-elect=false",
                   f"--listen-address=127.0.0.1:{free_port()}", f"--healthz-address=127.0.0.1:{free_port()}"]
