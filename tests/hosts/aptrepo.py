@@ -2,16 +2,19 @@
 keys are made here with gpg, their packages built with dpkg-deb; apt on the host verifies InRelease against
 the keyring the role writes, exactly as it would upstream's.
 
-- One pkgs.k8s.io channel (a flat repository: `Suites: /`) for the kubelet role's test. Its packages are
+- pkgs.k8s.io channels (flat repositories: `Suites: /`) for the kubelet role's package test. Its packages are
   stand-ins: `kubelet_<version>-1.1_amd64.deb` holds a script that prints the version, not a kubelet (what is
-  under test there is the role's repository key, pin and apt path, not the binary).
-- The sandbox's containerd repository, shaped as Docker's download.docker.com/linux/debian (suite bookworm,
-  component stable, the key at /gpg), serving a REAL containerd: `containerd.io_<version>-1_amd64.deb` holds the
-  containerd, containerd-shim-runc-v2 and ctr that `tools/build.sh` builds from containerd's Go module, a
-  systemd unit with upstream's settings and the config.toml Docker's package ships (CRI disabled). Unlike
-  Docker's package it does not bundle runc: it depends on Debian's. Built by `python3 tests/hosts/aptrepo.py
-  containerd OUT BIN_DIR` (tests/hosts/sandbox.sh up does), which also writes OUT/vars.yml, the role settings
-  that point the sandbox hosts at it."""
+  under test there is the role's repository key, pin and apt path across versions, not the binary).
+- The sandbox's repository (`python3 tests/hosts/aptrepo.py sandbox OUT CONTAINERD_DIR KUBELET`, which
+  tests/hosts/sandbox.sh up runs), serving REAL binaries built by `tools/build.sh` from their Go modules:
+  * containerd, shaped as Docker's download.docker.com/linux/debian (suite bookworm, component stable, the key
+    at /gpg): `containerd.io_<version>-1_amd64.deb` holds containerd, containerd-shim-runc-v2 and ctr, a systemd
+    unit with upstream's settings and the config.toml Docker's package ships (CRI disabled). Unlike Docker's
+    package it does not bundle runc: it depends on Debian's.
+  * the kubelet, shaped as pkgs.k8s.io's channel core:/stable:/v<minor>/deb/ (flat, Release.key beside it):
+    `kubelet_<version>-1.1_amd64.deb` holds the kubelet and the kubelet.service upstream's packages install.
+  It also writes OUT/vars.yml, the role settings that point the sandbox hosts at it: only the repository
+  addresses and the key's fingerprint differ from production, so the roles' install paths run unchanged."""
 
 from __future__ import annotations
 
@@ -91,10 +94,10 @@ def _control(deb: Path) -> str:
     return subprocess.run(["dpkg-deb", "--field", str(deb)], capture_output=True, text=True, check=True).stdout
 
 
-def publish(channel: Path, key: SigningKey) -> None:
+def publish(channel: Path, key: SigningKey, label: str = "kubelet stand-ins") -> None:
     """Index every .deb in CHANNEL (Packages.gz), sign the index (InRelease, Release.gpg) and put
     the key beside it as Release.key, as pkgs.k8s.io does."""
-    _sign(channel, _index(channel, sorted(channel.glob("*.deb")), "./"), "kubelet stand-ins", key)
+    _sign(channel, _index(channel, sorted(channel.glob("*.deb")), "./"), label, key)
     (channel / "Release.key").write_text(key.armored)
 
 
@@ -147,10 +150,12 @@ def tarball(folder: Path) -> bytes:
                           env={**os.environ, "GZIP": "-n"}).stdout
 
 
-# ---- the sandbox's containerd repository ------------------------------------------------------------------
+# ---- the sandbox's repository: containerd.io and the kubelet ---------------------------------------------
 
 CONTAINERD_SUITE, CONTAINERD_COMPONENT = "bookworm", "stable"
-CONTAINERD_SERVED = "/srv/k8s-node-pools-apt"  # where sandbox.sh mounts OUT/repo on every container host
+CONTAINERD_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")  # what tools/build.sh builds, packaged
+SERVED = "/srv/k8s-node-pools-apt"  # where sandbox.sh mounts OUT/repo on every container host
+KUBERNETES_CHANNELS = "core:/stable:"  # pkgs.k8s.io's folder of channels, under SERVED
 # Upstream's containerd.service settings (containerd/containerd, containerd.service), with the binary where
 # Debian packages install it, as Docker's containerd.io does.
 CONTAINERD_UNIT = """\
@@ -204,7 +209,7 @@ def build_containerd_package(out: Path, binaries: Path) -> Path:
     """containerd.io_<release>-1_amd64.deb of the containerd, shim and ctr in BINARIES."""
     release = containerd_release(binaries)
     files = {f"usr/bin/{name}": ((binaries / name).read_bytes(), 0o755)
-             for name in ("containerd", "containerd-shim-runc-v2", "ctr")}
+             for name in CONTAINERD_BINARIES}
     files["lib/systemd/system/containerd.service"] = (CONTAINERD_UNIT.encode(), 0o644)
     files["etc/containerd/config.toml"] = (DOCKER_CONFIG.encode(), 0o644)
     control = {"Package": "containerd.io", "Version": f"{release}-1", "Depends": "runc (>= 1.1)",
@@ -213,13 +218,49 @@ def build_containerd_package(out: Path, binaries: Path) -> Path:
     return _deb(out, control, files, {"postinst": POSTINST, "prerm": PRERM}, ("etc/containerd/config.toml",))
 
 
-def containerd_repository(out: Path, binaries: Path) -> bool:
-    """OUT/repo: the signed repository serving containerd.io from BINARIES, and OUT/vars.yml, the role settings for
-    the sandbox hosts (it is mounted at CONTAINERD_SERVED). The key (OUT/signing-key.asc) is kept across rebuilds;
-    nothing is rebuilt while the binaries and this file are unchanged. True when it was (re)built."""
+# upstream's kubelet.service (kubernetes/release, the packages' kubelet.service): the role's drop-ins add the rest
+KUBELET_UNIT = """\
+[Unit]
+Description=kubelet: The Kubernetes Node Agent
+Documentation=https://kubernetes.io/docs/
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+"""
+# what the kubelet runs at run time (the packages' Depends: iptables, iproute2, mount, ethtool, conntrack)
+KUBELET_DEPENDS = "iptables (>= 1.4.21), iproute2, mount, ethtool, conntrack"
+
+
+def kubelet_release(kubelet: Path) -> str:
+    """The release the built kubelet reports ("1.34.2" from `Kubernetes v1.34.2`)."""
+    words = subprocess.run([str(kubelet), "--version"], capture_output=True, text=True, check=True).stdout.split()
+    return words[1].removeprefix("v")
+
+
+def build_kubelet_package(out: Path, kubelet: Path) -> Path:
+    """kubelet_<release>-1.1_amd64.deb, as pkgs.k8s.io names and versions it, of the built KUBELET."""
+    files = {"usr/bin/kubelet": (kubelet.read_bytes(), 0o755),
+             "usr/lib/systemd/system/kubelet.service": (KUBELET_UNIT.encode(), 0o644)}
+    control = {"Package": "kubelet", "Version": f"{kubelet_release(kubelet)}-1.1", "Depends": KUBELET_DEPENDS,
+               "Description": "the kubelet built from k8s.io/kubernetes for the sandbox (tests/hosts/aptrepo.py)"}
+    return _deb(out, control, files)
+
+
+def sandbox_repository(out: Path, binaries: Path, kubelet: Path) -> bool:
+    """OUT/repo: the signed repository serving containerd.io from BINARIES and the kubelet KUBELET, and OUT/vars.yml,
+    the role settings for the sandbox hosts (it is mounted at SERVED). The key (OUT/signing-key.asc) is kept across
+    rebuilds; nothing is rebuilt while the binaries and this file are unchanged. True when it was (re)built."""
     digest = hashlib.sha256(Path(__file__).read_bytes())
-    for name in ("containerd", "containerd-shim-runc-v2", "ctr"):
-        digest.update((binaries / name).read_bytes())
+    for path in (*(binaries / name for name in CONTAINERD_BINARIES), kubelet):
+        digest.update(path.read_bytes())
     stamp, vars_file = out / "repo.sha256", out / "vars.yml"
     if stamp.is_file() and stamp.read_text() == digest.hexdigest() and vars_file.is_file():
         return False
@@ -229,13 +270,17 @@ def containerd_repository(out: Path, binaries: Path) -> bool:
     with tempfile.TemporaryDirectory(prefix="k8snp-gpg-") as home:
         key = _signing_key(Path(home) / "g", out / "signing-key.asc")
         try:
-            _build_repository(out / "repo", binaries, key)
+            _build_repository(out / "repo", binaries, kubelet, key)
         finally:
             subprocess.run(["gpgconf", "--homedir", str(key.home), "--kill", "gpg-agent"], check=False)
     vars_file.write_text(
-        "# Written by tests/hosts/aptrepo.py: the sandbox's containerd.io repository (mounted by sandbox.sh up).\n"
-        f"container_runtime_containerd_repo_url: file://{CONTAINERD_SERVED}\n"
-        f"container_runtime_containerd_repo_key_fingerprints: [\"{key.fingerprint}\"]\n")
+        "# Written by tests/hosts/aptrepo.py: the sandbox's repository of containerd.io and the kubelet (mounted by\n"
+        "# sandbox.sh up).\n"
+        f"container_runtime_containerd_repo_url: file://{SERVED}\n"
+        f"container_runtime_containerd_repo_key_fingerprints: [\"{key.fingerprint}\"]\n"
+        "kubelet_package_install: true\n"
+        f"kubelet_repository_base_url: \"file://{SERVED}/{KUBERNETES_CHANNELS}\"\n"
+        f"kubelet_repository_key_fingerprints: [\"{key.fingerprint}\"]\n")
     stamp.write_text(digest.hexdigest())
     return True
 
@@ -254,7 +299,7 @@ def _signing_key(home: Path, kept: Path) -> SigningKey:
     return SigningKey(home, fingerprint, importer.gpg("--armor", "--export", fingerprint))
 
 
-def _build_repository(repo: Path, binaries: Path, key: SigningKey) -> None:
+def _build_repository(repo: Path, binaries: Path, kubelet: Path, key: SigningKey) -> None:
     pool = repo / "pool" / CONTAINERD_COMPONENT
     # The folder itself stays (sandbox.sh mounts it into running hosts); what it held is replaced.
     repo.mkdir(parents=True, exist_ok=True)
@@ -263,6 +308,11 @@ def _build_repository(repo: Path, binaries: Path, key: SigningKey) -> None:
     pool.mkdir(parents=True)
     build_containerd_package(pool, binaries)
     publish_suite(repo, CONTAINERD_SUITE, CONTAINERD_COMPONENT, key)
+    minor = ".".join(kubelet_release(kubelet).split(".")[:2])
+    channel = repo / KUBERNETES_CHANNELS / f"v{minor}" / "deb"
+    channel.mkdir(parents=True)
+    build_kubelet_package(channel, kubelet)
+    publish(channel, key, "kubelet")
     for path in [repo, *repo.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)  # apt reads as _apt
 
@@ -271,19 +321,21 @@ def main(argv: list[str]) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="tests/hosts/aptrepo.py", description=(
-        "Build the sandbox's containerd.io apt repository (OUT/repo, signed) and the role settings pointing the "
-        "sandbox hosts at it (OUT/vars.yml) from containerd binaries built by tools/build.sh."))
+        "Build the sandbox's apt repository of containerd.io and the kubelet (OUT/repo, signed) and the role "
+        "settings pointing the sandbox hosts at it (OUT/vars.yml) from binaries built by tools/build.sh."))
     sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("containerd", help="build or refresh the containerd.io repository")
+    build = sub.add_parser("sandbox", help="build or refresh the sandbox's repository")
     build.add_argument("out", type=Path, help="the folder to write (kept across runs: its key stays)")
     build.add_argument("binaries", type=Path, help="the folder holding containerd, containerd-shim-runc-v2 and ctr")
+    build.add_argument("kubelet", type=Path, help="the kubelet binary")
     args = parser.parse_args(argv)
-    missing = [name for name in ("containerd", "containerd-shim-runc-v2", "ctr") if not (args.binaries / name).is_file()]
+    missing = [str(path) for path in (*(args.binaries / name for name in CONTAINERD_BINARIES), args.kubelet)
+               if not path.is_file()]
     if missing:
-        parser.error(f"{args.binaries} lacks {', '.join(missing)}: run ./dev.sh tools (tools/build.sh builds them)")
-    built = containerd_repository(args.out, args.binaries)
-    print(f"containerd.io {containerd_release(args.binaries)} repository in {args.out / 'repo'}: "
-          f"{'built' if built else 'up to date'}")
+        parser.error(f"missing {', '.join(missing)}: run ./dev.sh tools (tools/build.sh builds them)")
+    built = sandbox_repository(args.out, args.binaries, args.kubelet)
+    print(f"containerd.io {containerd_release(args.binaries)} and kubelet {kubelet_release(args.kubelet)} in "
+          f"{args.out / 'repo'}: {'built' if built else 'up to date'}")
     return 0
 
 

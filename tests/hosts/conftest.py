@@ -7,6 +7,8 @@ next run). Nothing here is skipped: without podman the suite fails and says how 
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -86,6 +88,24 @@ def host(sandbox_hosts: dict[str, Any]) -> Callable[[str], Any]:
         return cache[name]
 
     return get
+
+
+@contextlib.contextmanager
+def kubelet_stand_in(h: Any, script: str, unit: str) -> Iterator[Any]:
+    """The host with a stand-in kubelet (script at /usr/bin/kubelet, unit in /etc/systemd/system) enabled in
+    place of the package's; afterwards the stand-in is gone and the package's binary and unit are back, enabled
+    as the role leaves them."""
+    for text, path, mode in ((script, "/usr/bin/kubelet", "755"), (unit, "/etc/systemd/system/kubelet.service", "644")):
+        encoded = base64.b64encode(text.encode()).decode()
+        h.check_output(f"[ ! -e {path} ] || [ -e {path}.installed ] || mv {path} {path}.installed;"
+                       f" echo {encoded} | base64 -d > {path} && chmod {mode} {path}")
+    h.check_output("systemctl daemon-reload && systemctl enable kubelet.service")
+    try:
+        yield h
+    finally:
+        h.run("systemctl disable --now kubelet.service; rm -f /etc/systemd/system/kubelet.service /usr/bin/kubelet")
+        h.run("[ ! -e /usr/bin/kubelet.installed ] || mv /usr/bin/kubelet.installed /usr/bin/kubelet;"
+              " systemctl daemon-reload; [ ! -e /usr/bin/kubelet ] || systemctl enable kubelet.service")
 
 
 # ---- the emulated VM tier: live kernel state ----------------------------------------------------------

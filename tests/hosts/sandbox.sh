@@ -62,8 +62,8 @@ Commands:
   up [N | --from-inventory DIR]
                  start one systemd host per inventory host (default: --from-inventory inventories/sandbox)
                  or N hosts named sb-host-1..N; container and hostname = the inventory host's name,
-                 ssh published on 127.0.0.1 only. Each mounts the containerd.io repository (built first from
-                 ./dev.sh tools' containerd) read-only at $APT_SERVED. Writes the connection variables to
+                 ssh published on 127.0.0.1 only. Each mounts the repository of containerd.io and the kubelet
+                 (built first from ./dev.sh tools' binaries) read-only at $APT_SERVED. Writes the connection variables to
                  .state/hosts/inventory.yml (use: ansible-playbook -i inventories/sandbox -i .state/hosts/inventory.yml).
                  Idempotent: running hosts of the current image are kept; hosts no longer wanted are removed.
   down           remove every sandbox host (and the overlay inventory)
@@ -289,7 +289,7 @@ cmd_up() {
   mapfile -t names <<<"$wanted"
   cmd_image
   ssh_key
-  containerd_repository
+  sandbox_repository
   tag=$(image_tag)
   for name in $(our_containers); do
     if ! printf '%s\n' "${names[@]}" | grep -qx "$name"; then
@@ -307,7 +307,7 @@ cmd_up() {
         echo "    $name runs an older image: recreating"
         pm rm -f -t 5 "$name" >/dev/null
       elif ! pm inspect -f '{{range .Mounts}}{{.Destination}} {{end}}' "$name" | grep -qw "$APT_SERVED"; then
-        echo "    $name lacks the containerd.io repository mount: recreating"
+        echo "    $name lacks the sandbox repository mount: recreating"
         pm rm -f -t 5 "$name" >/dev/null
       elif [[ $(pm inspect -f '{{.State.Running}}' "$name") == true ]]; then
         kept+=("$name")
@@ -337,18 +337,21 @@ cmd_up() {
   done
 }
 
-# The containerd.io package the hosts install comes from a local repository: containerd built from its Go module
-# (./dev.sh tools), packaged and signed by tests/hosts/aptrepo.py, which also writes the role settings for it.
-containerd_repository() {
-  local bin
+# The containerd.io and kubelet packages the hosts install come from a local repository: containerd and the kubelet
+# built from their Go modules (./dev.sh tools), packaged and signed by tests/hosts/aptrepo.py, which also writes the
+# role settings for it.
+sandbox_repository() {
+  local bin kubelet
   bin=$(TOOLS_FAMILIES=containerd "$ROOT/tools/build.sh" --print-path)
+  kubelet=$(TOOLS_FAMILIES=kubernetes "$ROOT/tools/build.sh" --print-path)/kubelet
   [[ -x $bin/containerd ]] || die "containerd is not built ($bin): run ./dev.sh tools"
-  step "containerd.io repository for the hosts (${APT_DIR#"$ROOT"/}/repo)"
+  [[ -x $kubelet ]] || die "the kubelet is not built ($kubelet): run ./dev.sh tools"
+  step "containerd.io and kubelet repository for the hosts (${APT_DIR#"$ROOT"/}/repo)"
   mkdir -p "$APT_DIR"
   # Locked: `up` and `vm-up` may start at once, and each makes sure the repository is current.
   (
     flock 9
-    python3 "$ROOT/tests/hosts/aptrepo.py" containerd "$APT_DIR" "$bin" | sed 's/^/    /'
+    python3 "$ROOT/tests/hosts/aptrepo.py" sandbox "$APT_DIR" "$bin" "$kubelet" | sed 's/^/    /'
   ) 9>"$APT_DIR/.lock"
   done_step
 }

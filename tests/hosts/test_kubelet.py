@@ -1,7 +1,8 @@
 """The kubelet role on the sandbox hosts: each host's KubeletConfiguration drop-in is exactly its pool's (as
-infra.hosts.hostvars derives it), valid for the kubelet's own code, started with the pool's labels; pkgs.k8s.io is
-written pinned but disabled (not reachable from the sandbox); a manager policy change goes through the handler
-chain, proven against a stand-in kubelet unit."""
+infra.hosts.hostvars derives it), valid for the kubelet's own code, started with the pool's labels; the kubelet
+package (the real kubelet, built from its Go module) installed through the role's own repository, key and pin,
+from the sandbox's local pkgs.k8s.io-shaped channel; a manager policy change goes through the handler chain,
+proven against a stand-in kubelet unit (the real kubelet cannot run in these containers yet: issue 17)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import ROOT, run_playbook
+from conftest import ROOT, kubelet_stand_in, run_playbook
 from kubelet_config_check import check  # tests/ is on sys.path (tests/conftest.py)
 
 from infra.cluster.nodes import POOL_LABEL
@@ -115,8 +116,9 @@ def test_a_runtime_on_another_cgroup_driver_stops_the_role_before_it_writes(conv
 @pytest.mark.parametrize(("version", "refused"), [("1.29.15", True), ("1.30.0", False)])
 def test_a_kubelet_without_config_dir_is_refused_before_anything_is_written(converged, version, refused):
     """--config-dir is read by default from 1.30: an older kubelet would not see the pool's drop-in."""
+    # no package install: the sandbox's channel serves only the spec's minor
     run = run_playbook("site.yml", "--limit", "sb-cpu-1", "--tags", "kubelet", "--check",
-                       "-e", f"kubelet_version={version}")
+                       "-e", json.dumps({"kubelet_version": version, "kubelet_package_install": False}))
     assert (run.rc != 0) is refused, run.tail()
     assert (f"kubelet_version is {version}; the role writes the node's configuration as a --config-dir drop-in"
             in run.output) is refused
@@ -142,22 +144,33 @@ def test_the_unit_starts_the_kubelet_with_the_dropins_and_the_pool_s_labels(conv
 
 
 @pytest.mark.parametrize("name", HOSTS)
-def test_pkgs_k8s_io_is_pinned_but_disabled_where_it_cannot_be_reached(converged, host, name):
-    sources = host(name).file(SOURCES).content_string
-    assert "URIs: https://pkgs.k8s.io/core:/stable:/v1.34/deb/\n" in sources
+def test_the_real_kubelet_comes_through_the_role_s_own_apt_path(converged, host, name):
+    """The channel the role writes is the sandbox's pkgs.k8s.io-shaped one (tests/hosts/aptrepo.py, the kubelet
+    built from k8s.io/kubernetes): apt verified it with the fingerprint-pinned key the role wrote, the pin chose
+    the version, and the installed binary is a kubelet of the spec's version."""
+    h = host(name)
+    sources = h.file(SOURCES).content_string
+    assert "URIs: file:///srv/k8s-node-pools-apt/core:/stable:/v1.34/deb/\n" in sources
     assert "Suites: /\n" in sources and "Signed-By: /etc/apt/keyrings/kubernetes-apt-keyring.asc" in sources
-    assert "Enabled: no\n" in sources
-    pin = host(name).file(PIN).content_string
+    assert "Enabled: no" not in sources
+    pin = h.file(PIN).content_string
     assert "Package: kubelet\nPin: version 1.34.2-*\nPin-Priority: 1001\n" in pin
-    assert "pkgs.k8s.io" not in host(name).check_output("apt-cache policy")  # apt never fetches it
-    assert not host(name).package("kubelet").is_installed
-    assert not host(name).file("/etc/apt/keyrings/kubernetes-apt-keyring.asc").exists
+    policy = h.check_output("apt-cache policy kubelet")
+    assert "Installed: 1.34.2-1.1" in policy and "file:/srv/k8s-node-pools-apt/core:/stable:/v1.34/deb" in policy
+    assert h.check_output("kubelet --version") == "Kubernetes v1.34.2"  # the binary's own answer
+    assert h.check_output("systemctl is-enabled kubelet.service") == "enabled"
+    # started with the role's drop-ins: the package's unit, overridden
+    assert h.check_output("realpath $(systemctl show -p FragmentPath --value kubelet.service)") == \
+        "/usr/lib/systemd/system/kubelet.service"
+    assert UNIT_DROPIN in h.check_output("systemctl show -p DropInPaths --value kubelet.service")
 
 
 FAKE_UNIT = """[Unit]
 Description=stand-in kubelet for the policy-change test
 [Service]
 ExecStart=/usr/bin/kubelet
+[Install]
+WantedBy=multi-user.target
 """
 # Records its command line, then idles like a kubelet that cannot join.
 FAKE_KUBELET = "#!/bin/sh\necho \"$@\" > /run/fake-kubelet-args\nexec sleep infinity\n"
@@ -181,16 +194,14 @@ def stand_in_kubelet(converged, host):
     state files, as a node whose kubelet already ran; removed afterwards, back to the converged host."""
     h = host("sb-mem-1")
     h.run("mkdir -p /var/lib/kubelet")
-    h.run(f"printf '%s' '{FAKE_KUBELET}' > /usr/bin/kubelet && chmod 755 /usr/bin/kubelet")
-    h.run(f"printf '%s' '{FAKE_UNIT}' > /etc/systemd/system/kubelet.service")
-    try:
-        assert h.run("systemctl daemon-reload && systemctl start kubelet.service").rc == 0
-        for state in STATES:
-            h.run(f"echo '{{}}' > {state}")
-        yield h
-    finally:
-        h.run("systemctl disable --now kubelet.service; rm -f /etc/systemd/system/kubelet.service /usr/bin/kubelet"
-              " /run/fake-kubelet-args; rm -rf /var/lib/kubelet; systemctl daemon-reload")
+    with kubelet_stand_in(h, FAKE_KUBELET, FAKE_UNIT):
+        try:
+            assert h.run("systemctl start kubelet.service").rc == 0
+            for state in STATES:
+                h.run(f"echo '{{}}' > {state}")
+            yield h
+        finally:
+            h.run("systemctl stop kubelet.service; rm -rf /run/fake-kubelet-args /var/lib/kubelet")
 
 
 def test_a_manager_policy_change_resets_the_state_and_restarts(stand_in_kubelet, expected):

@@ -65,16 +65,18 @@ class Channel:
 @pytest.fixture(scope="module")
 def channel(converged: PlaybookRun, host: Callable[[str], Any],
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Channel]:
-    """The channel with OLD only; afterwards the package, the keyring and the channel are removed and the role's
-    files are back as site.yml wrote them (the sandbox's disabled pkgs.k8s.io)."""
+    """The channel with OLD only, on a host without the kubelet package; afterwards the package, the keyring and
+    the channel are removed and the role's files and package are back as site.yml left them (the kubelet from the
+    sandbox's own channel, tests/hosts/aptrepo.py)."""
     h = host(NAME)
     before = h.check_output(f"md5sum {' '.join(ROLE_FILES)}")
+    h.check_output("dpkg --purge kubelet")
     made = Channel(tmp_path_factory.mktemp("channel"), make_key(tmp_path_factory.mktemp("gnupg")), h)
     made.add(OLD)
     try:
         yield made
     finally:
-        h.run(f"dpkg --purge kubelet; rm -rf {SERVED} {KEYRING} {Path(STAGED).parent}")
+        h.run(f"dpkg --purge kubelet; rm -rf {SERVED} {KEYRING} {STAGED}")  # other keys staged there stay
         restored = run_playbook("site.yml", "--limit", NAME, "--tags", "kubelet_install")
         assert restored.rc == 0, restored.tail()
         h.check_output("apt-get update -qq")  # apt's lists without the local channel again
@@ -83,13 +85,12 @@ def channel(converged: PlaybookRun, host: Callable[[str], Any],
 
 def test_a_channel_key_without_the_pinned_fingerprint_is_refused(channel: Channel, host: Callable[[str], Any]) -> None:
     h = host(NAME)
-    sources = h.check_output(f"md5sum {ROLE_FILES[0]}")
-    run = install(OLD)  # the role's default pin: pkgs.k8s.io's key, which did not sign this channel
+    sources = h.check_output(f"md5sum {ROLE_FILES[0]} {KEYRING}")  # the sandbox channel's, from site.yml
+    run = install(OLD, [PUBLISHED_FINGERPRINT])  # the role's default pin: pkgs.k8s.io's key, which did not sign it
     assert run.rc != 0
     assert (f"{NAME}: the kubernetes repository key from {BASE}/v{MINOR}/deb/Release.key has fingerprint "
             f"{channel.key.fingerprint}, which is none of the pinned {PUBLISHED_FINGERPRINT}") in run.output
-    assert not h.file(KEYRING).exists
-    assert h.check_output(f"md5sum {ROLE_FILES[0]}") == sources  # still the disabled channel
+    assert h.check_output(f"md5sum {ROLE_FILES[0]} {KEYRING}") == sources  # the refused key was not written
     assert installed(h) == ""
 
 

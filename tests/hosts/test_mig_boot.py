@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PlaybookRun, run_playbook, sandbox
+from conftest import PlaybookRun, kubelet_stand_in, run_playbook, sandbox
 
 from infra.hosts.hostvars import environment_host_vars
 from infra.spec import load_environment
@@ -68,24 +68,24 @@ def with_package(converged: PlaybookRun, host: Callable[[str], Any]) -> Iterator
     for wants in PACKAGE_WANTS:
         h.check_output(f"mkdir -p /etc/systemd/system/{wants} && ln -sf "
                        f"/usr/lib/systemd/system/nvidia-mig-manager.service /etc/systemd/system/{wants}/")
-    put(h, "/usr/bin/kubelet", KUBELET, "755")
-    put(h, "/etc/systemd/system/kubelet.service", KUBELET_UNIT)
-    h.check_output("systemctl daemon-reload && systemctl enable kubelet.service")
-    try:
-        run = run_playbook("gpu.yml", "--limit", NAME, "--tags", "mig")
-        assert run.rc == 0, run.tail()
-        reboot()
-        yield h, run
-    finally:
-        h.run("rm -rf /etc/stub-mig-parted " + STUB + " " + " ".join(PACKAGE)
-              + " /etc/nvidia-mig-manager /etc/systemd/system/nvidia-mig-manager.service.d "
-              + " ".join(f"/etc/systemd/system/{w}/nvidia-mig-manager.service" for w in PACKAGE_WANTS))
-        h.run("systemctl disable kubelet.service; rm -f /etc/systemd/system/kubelet.service /usr/bin/kubelet;"
-              " systemctl daemon-reload")
-        reboot()
-        # The boot started the enabled persistence daemon, which fails on this card-less host; the role clears
-        # that state on its runs, and the tests after this module expect the host as the role left it.
-        h.run("systemctl reset-failed nvidia-persistenced.service")
+    with kubelet_stand_in(h, KUBELET, KUBELET_UNIT):
+        try:
+            run = run_playbook("gpu.yml", "--limit", NAME, "--tags", "mig")
+            assert run.rc == 0, run.tail()
+            # The card's record starts with this boot: site.yml's start of the installed kubelet applied the
+            # layout once already (the kubelet requires the role's unit).
+            h.check_output(f"rm -f {STUB}/calls")
+            reboot()
+            yield h, run
+        finally:
+            h.run("rm -rf /etc/stub-mig-parted " + STUB + " " + " ".join(PACKAGE)
+                  + " /etc/nvidia-mig-manager /etc/systemd/system/nvidia-mig-manager.service.d "
+                  + " ".join(f"/etc/systemd/system/{w}/nvidia-mig-manager.service" for w in PACKAGE_WANTS))
+    reboot()
+    # The boot started the enabled persistence daemon, which fails on this card-less host, and the package's
+    # kubelet, which has no cluster to join yet; the role leaves both stopped, and the tests after this module
+    # expect the host as the role left it.
+    h.run("systemctl stop kubelet.service; systemctl reset-failed nvidia-persistenced.service kubelet.service")
 
 
 def test_the_role_masks_the_packages_unit(with_package: tuple[Any, PlaybookRun]) -> None:
