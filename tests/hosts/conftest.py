@@ -12,6 +12,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
@@ -90,15 +91,20 @@ def host(sandbox_hosts: dict[str, Any]) -> Callable[[str], Any]:
     return get
 
 
+def put(h: Any, path: str, text: str, mode: str = "644") -> None:
+    """Write text to path on the host (its folder made), with mode."""
+    encoded = base64.b64encode(text.encode()).decode()
+    h.check_output(f"mkdir -p {PurePosixPath(path).parent} && echo {encoded} | base64 -d > {path} && chmod {mode} {path}")
+
+
 @contextlib.contextmanager
 def kubelet_stand_in(h: Any, script: str, unit: str) -> Iterator[Any]:
     """The host with a stand-in kubelet (script at /usr/bin/kubelet, unit in /etc/systemd/system) enabled in
     place of the package's; afterwards the stand-in is gone and the package's binary and unit are back, enabled
     as the role leaves them."""
     for text, path, mode in ((script, "/usr/bin/kubelet", "755"), (unit, "/etc/systemd/system/kubelet.service", "644")):
-        encoded = base64.b64encode(text.encode()).decode()
-        h.check_output(f"[ ! -e {path} ] || [ -e {path}.installed ] || mv {path} {path}.installed;"
-                       f" echo {encoded} | base64 -d > {path} && chmod {mode} {path}")
+        h.check_output(f"[ ! -e {path} ] || [ -e {path}.installed ] || mv {path} {path}.installed")
+        put(h, path, text, mode)
     h.check_output("systemctl daemon-reload && systemctl enable kubelet.service")
     try:
         yield h

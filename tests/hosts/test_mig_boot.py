@@ -7,13 +7,12 @@ kept in a file); the reboot is real: systemd shuts the host down and boots it ag
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PlaybookRun, kubelet_stand_in, run_playbook, sandbox
+from conftest import PlaybookRun, kubelet_stand_in, put, run_playbook, sandbox
 
 from infra.hosts.hostvars import environment_host_vars
 from infra.spec import load_environment
@@ -41,11 +40,6 @@ ExecStart=/usr/bin/kubelet
 WantedBy=multi-user.target
 """
 KUBELET = "#!/bin/sh\nexec sleep infinity\n"
-
-
-def put(h: Any, path: str, text: str, mode: str = "644") -> None:
-    encoded = base64.b64encode(text.encode()).decode()
-    h.check_output(f"mkdir -p {Path(path).parent} && echo {encoded} | base64 -d > {path} && chmod {mode} {path}")
 
 
 def show(h: Any, unit: str, prop: str) -> str:
@@ -83,8 +77,8 @@ def with_package(converged: PlaybookRun, host: Callable[[str], Any]) -> Iterator
                   + " ".join(f"/etc/systemd/system/{w}/nvidia-mig-manager.service" for w in PACKAGE_WANTS))
     reboot()
     # The boot started the enabled persistence daemon, which fails on this card-less host, and the package's
-    # kubelet, which has no cluster to join yet; the role leaves both stopped, and the tests after this module
-    # expect the host as the role left it.
+    # kubelet, which has no cluster to join yet and restarts every 10 s; both stopped, so that the tests after
+    # this module find a quiet host.
     h.run("systemctl stop kubelet.service; systemctl reset-failed nvidia-persistenced.service kubelet.service")
 
 

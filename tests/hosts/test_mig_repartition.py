@@ -13,13 +13,12 @@ would. What the label does to real DaemonSet pods is tests/cluster/test_gpu.py's
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PlaybookRun, run_playbook
+from conftest import PlaybookRun, put, run_playbook
 
 from infra.cluster.gpu import GPU_CLIENTS_LABEL, GPU_CLIENTS_PAUSED
 
@@ -46,11 +45,6 @@ FILES = {"/usr/bin/nvidia-mig-parted": (FIXTURES / "nvidia-mig-parted").read_tex
          "/usr/local/bin/nvidia-smi": NVIDIA_SMI, "/usr/local/bin/kubectl": KUBECTL}
 
 
-def put(h: Any, path: str, text: str) -> None:
-    encoded = base64.b64encode(text.encode()).decode()
-    h.check_output(f"echo {encoded} | base64 -d > {path} && chmod 755 {path}")
-
-
 def hold_the_card(h: Any, unit: str) -> None:
     h.check_output(f"systemd-run --quiet --unit={unit} --collect /bin/sh -c 'exec 3</dev/nvidia0; exec sleep 600'")
 
@@ -70,7 +64,7 @@ def card_in_use(converged: PlaybookRun, host: Callable[[str], Any]) -> Iterator[
     dcgm-exporter stand-ins. Everything is removed afterwards: the host is as site.yml left it."""
     h = host(NAME)
     for path, text in FILES.items():
-        put(h, path, text)
+        put(h, path, text, "755")
     h.check_output(f"touch /dev/nvidia0 && rm -rf {STUB_STATE} /run/fake-kubectl.log")
     for unit in ("gpu-client-device-plugin", "gpu-client-dcgm-exporter"):
         hold_the_card(h, unit)
