@@ -97,16 +97,19 @@ def test_the_pause_label_takes_the_gpu_clients_off_the_node_and_back(kube: Kube)
 
 def test_a_not_ready_node_gets_its_cni_agents_and_only_them(kube: Kube) -> None:
     pool = next(iter(ENV.pools.values()))
+    # Registered as a kubelet registers (initialNode fills the status before the POST): a Node created without
+    # conditions has its not-ready taint lifted by the node lifecycle controller until its status comes, and the
+    # DaemonSet controller may place a per-pool pod in that window.
     node = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": NEW_NODE, "labels": {**pool_labels(pool), HOLD_NOT_READY: "true"}},
-            "spec": {"taints": [dict(NOT_READY_TAINT)]}}
-    kube.create("/api/v1/nodes", node)
+            "spec": {"taints": [dict(NOT_READY_TAINT)]},
+            "status": {"conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+                                       "message": "container runtime network not ready: cni plugin not initialized"}],
+                       "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}
+    created = kube.create("/api/v1/nodes", node)
     try:
-        kube.call("PATCH", f"/api/v1/nodes/{NEW_NODE}/status", {"status": {
-            "conditions": [{"type": "Ready", "status": "False", "reason": "KubeletNotReady",
-                            "message": "container runtime network not ready: cni plugin not initialized"}],
-            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
-            "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}, "application/merge-patch+json")
+        assert not_ready(created)  # the API server keeps a Node's status on create
         wait_for(f"{NEW_NODE} NotReady with the not-ready taint (as the node lifecycle controller keeps it)",
                  lambda: True if not_ready(kube.get(f"/api/v1/nodes/{NEW_NODE}")) else None)
 
