@@ -290,6 +290,11 @@ def test_the_controller_manager_runs_at_the_client_rate_of_upstream_s_scale_test
     assert (default["kube-api-qps"], default["kube-api-burst"]) == ("20", "30")
 
 
+def test_kwok_readies_pods_as_many_kubelets_would():
+    """kwok's default of 4 pods at a time readied a 1,000-Node DaemonSet at ~36 pods a second."""
+    assert cluster_flags()["kwok"]["config"].endswith("/.state/cluster/kwok-config.yaml")  # the last, after the stages
+
+
 def test_the_scheduler_runs_the_inventory_s_configuration():
     """--config, written by `up` from `python -m infra scheduler` (what the running scheduler then says it runs is
     tests/live/test_scheduler_config.py's); with --config, kube-scheduler ignores --kubeconfig, so none is given."""

@@ -32,6 +32,11 @@ KWOK_PORT=${CLUSTER_KWOK_PORT:-20250}
 INVENTORY=${CLUSTER_INVENTORY:-sandbox}
 TIMEOUT=${CLUSTER_TIMEOUT:-120}
 SCHEDULER_CONFIG=$STATE/scheduler-config.yaml
+KWOK_CONFIG=$STATE/kwok-config.yaml
+# kwok stands in for every kubelet, and each kubelet marks its own pods Running and Ready, all at once across a
+# cluster; kwok's default runs 4 pods' stages at a time, which made the 1,000 pods of a DaemonSet over 1,000
+# Nodes Ready at ~36 a second. CLUSTER_KWOK_POD_PARALLELISM=4 gives kwok's default back.
+KWOK_POD_PARALLELISM=${CLUSTER_KWOK_POD_PARALLELISM:-32}
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # The controller manager's client rate: its default (20 requests/s, bursts of 30) is sized for small
 # clusters, and a DaemonSet then creates its pods at 20 a second, 50 s for 1,000 Nodes. Upstream's own
@@ -81,6 +86,15 @@ first_ip() {
   n=$(((a << 24 | b << 16 | c << 8 | d) & (0xffffffff << (32 - bits) & 0xffffffff)))
   n=$((n + 1))
   echo "$((n >> 24 & 255)).$((n >> 16 & 255)).$((n >> 8 & 255)).$((n & 255))"
+}
+
+# kwok_config: kwok's options. A KwokConfiguration document sets every option it names and zeroes the rest (a
+# zero node-lease parallelism stops kwok), so the others are kwok 0.8's defaults, written out.
+kwok_config() {
+  printf '%s\n' "apiVersion: config.kwok.x-k8s.io/v1alpha1" "kind: KwokConfiguration" "options:" \
+    "  podPlayStageParallelism: $KWOK_POD_PARALLELISM" "  nodePlayStageParallelism: 4" \
+    "  nodeLeaseParallelism: 4" "  podsOnNodeSyncParallelism: 1" "  enablePodsOnNodeSyncListPager: true" \
+    "  enablePodsOnNodeSyncStreamWatch: false" >"$KWOK_CONFIG"
 }
 
 # scheduler_config: the inventory's kube-scheduler configuration (what fit simulates) with this control
@@ -161,6 +175,7 @@ flags() {
       # Every Node is a fake one here; pod IPs come from the inventory's Pod network. Its stages
       # (kwok-stages.yaml, built beside it from tools/kwok/stages.txt) say what it does.
       printf '%s\n' "$(binary kwok)" --config="$(dirname "$(binary kwok)")/kwok-stages.yaml" \
+        --config="$KWOK_CONFIG" \
         --kubeconfig="$STATE/admin.kubeconfig" --manage-all-nodes=true \
         --server-address="$HOST:$KWOK_PORT" --cidr="$POD_CIDR" --node-ip=$HOST \
         --node-lease-duration-seconds=40
@@ -384,6 +399,7 @@ up() {
   kubeconfig_for controller-manager
   kubeconfig_for scheduler
   scheduler_config
+  kwok_config
   for component in "${COMPONENTS[@]}"; do
     start "$component"
     wait_healthy "$component"
