@@ -39,6 +39,7 @@ def findings(write):
 # Time per tier (tests/<folder>, the mirror of infra/'s layers; tests/test_*.py are the entry points), printed
 # at the end of every run so that CI shows where its budget goes.
 _TIERS: dict[str, list[float]] = {}  # tier -> [seconds, tests]
+_MODULES: dict[str, float] = {}  # test module -> seconds, for the slowest few
 _STARTED = time.monotonic()
 
 
@@ -53,6 +54,8 @@ def pytest_runtest_logreport(report):
     entry = _TIERS.setdefault(tier_of(report.nodeid), [0.0, 0])
     entry[0] += report.duration
     entry[1] += report.when == "call"
+    module = report.nodeid.split("::")[0]
+    _MODULES[module] = _MODULES.get(module, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -63,3 +66,6 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{tier:18} {tests:5d} tests {seconds:8.1f} s")
     terminalreporter.write_line(f"{'whole run':18} {sum(n for _, n in _TIERS.values()):5d} tests "
                                 f"{time.monotonic() - _STARTED:8.1f} s (collection included)")
+    terminalreporter.write_sep("-", "slowest modules")
+    for module, seconds in sorted(_MODULES.items(), key=lambda item: -item[1])[:12]:
+        terminalreporter.write_line(f"{seconds:8.1f} s  {module}")

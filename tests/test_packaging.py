@@ -32,7 +32,7 @@ def test_the_test_command_runs_ruff_and_strict_mypy():
     assert "strict = true" in (ROOT / "pyproject.toml").read_text()
 
 
-def test_a_run_ends_with_the_time_of_each_tier_it_ran_then_pytests_closing_line():
+def test_a_run_ends_with_the_time_of_each_tier_and_its_slowest_modules_then_pytests_closing_line():
     import subprocess
     import sys
 
@@ -40,8 +40,11 @@ def test_a_run_ends_with_the_time_of_each_tier_it_ran_then_pytests_closing_line(
                            "tests/model/test_drivers.py"], cwd=ROOT, capture_output=True, text=True, check=True)
     lines = done.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if "time per tier" in line)
-    tiers = [line.split()[0] for line in lines[header + 1:-1]]
+    slowest = next(i for i, line in enumerate(lines) if "slowest modules" in line)
+    tiers = [line.split()[0] for line in lines[header + 1:slowest]]
     assert tiers == ["tests/knowledge", "tests/model", "whole"], lines[header:]
+    modules = sorted(line.split()[-1] for line in lines[slowest + 1:-1])
+    assert modules == ["tests/knowledge/test_units.py", "tests/model/test_drivers.py"], lines[slowest:]
     assert re.fullmatch(r"\d+ passed in [\d.]+s(?: \(.*\))?", lines[-1]), lines[-1]
 
 
