@@ -149,17 +149,14 @@ def cheapest_that_fit_accepts(env, program):
         limit = sum(need.replicas for need in program.needs if name in need.pools) + 2
         options[name] = [(c.machine, c.layout, hosts, c.price * hosts) for c in entry.candidates
                          for hosts in range(1, limit + 1)]
-    best = None
-    for combination in itertools.product(*options.values()):
-        cost = sum(option[3] for option in combination)
-        if best is not None and cost >= best:
-            continue
+    # Cheapest first: the first combination fit accepts is the answer, so fit runs only on those cheaper than it.
+    for combination in sorted(itertools.product(*options.values()), key=lambda c: sum(option[3] for option in c)):
         changes = {name: option[:3] for name, option in zip(options, combination, strict=True)}
         data = fit(reshaped_env(env, changes))
         if data["fits"] and all(pool.get("n_minus_1", {}).get("ok", True) for pool in data["pools"]
                                 if pool["name"] in program.sized):
-            best = cost
-    return best
+            return sum(option[3] for option in combination)
+    return None
 
 
 @pytest.mark.parametrize("seed", range(4))
