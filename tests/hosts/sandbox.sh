@@ -541,7 +541,11 @@ cmd_vm_up() {
     echo "  hosts:"
     echo "    $name: {ansible_host: 127.0.0.1, ansible_port: $port, ansible_user: root,"
     echo "              ansible_python_interpreter: /usr/bin/python3, ansible_ssh_private_key_file: $HOSTS_DIR/id_ed25519,"
-    echo "              ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null}"
+    # Keep-alives: across a guest reboot qemu's user network keeps the host side of an ssh connection open, so
+    # Ansible's ControlMaster for the VM would wait on the dead session for ever (seen: a reboot task's boot_id
+    # check hung 20 min). Unanswered for 2 min, the master gives up and the reboot module reconnects.
+    echo "              ansible_ssh_common_args: -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+    echo "                -o ServerAliveInterval=15 -o ServerAliveCountMax=8}"
   } >"$VM_DIR/inventory.yml"
   done_step "qemu RSS $(($(awk '/VmRSS/{print $2}' "/proc/$(cat "$VM_DIR/qemu.pid")/status") / 1024)) MiB"
 }
