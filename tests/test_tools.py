@@ -18,8 +18,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "tools"
-FAMILIES = ("containerd", "etcd", "kubernetes", "kubelet-config-check", "kwok", "nvidia-container-toolkit", "pulumi",
-            "pulumi-kubernetes", "volcano")
+FAMILIES = ("containerd", "etcd", "images", "kubernetes", "kubelet-config-check", "kwok", "nvidia-container-toolkit",
+            "pulumi", "pulumi-kubernetes", "volcano")
 # The project's own Python language host: a module of its own, built by the pulumi family beside the CLI.
 HOST = "pulumi-language-python"
 HOST_FILES = ("go.mod", "go.sum", "main.go")
@@ -122,6 +122,13 @@ def test_the_kubelet_config_check_is_built_from_the_control_plane_s_kubernetes()
     assert all(control_plane.get(module, version) == version for module, version in requires.items())
 
 
+def test_the_image_programs_are_the_project_s_own_and_need_no_module():
+    # Static binaries with nothing fetched: the sandbox's images hold only what this repository wrote.
+    requires, replaces, tools = go_mod("images")
+    assert sorted(tools) == ["k8s-node-pools/tools/images/pause", "k8s-node-pools/tools/images/probe"]
+    assert not requires and not replaces and not (TOOLS / "images" / "go.sum").read_text()
+
+
 def test_nvidia_ctk_is_the_toolkit_version_the_role_installs():
     requires, replaces, tools = go_mod("nvidia-container-toolkit")
     role = yaml.safe_load((ROOT / "ansible/roles/container_runtime/defaults/main.yml").read_text())
@@ -206,6 +213,8 @@ def test_the_cache_folder_is_keyed_by_each_family_s_go_mod_and_go_sum(tmp_path):
             inputs += [TOOLS / "kwok" / "stages.txt", TOOLS / "kwok" / "stages.sed"]
         if family == "kubelet-config-check":  # the project's own program: its source is in the key too
             inputs += [TOOLS / family / "main.go"]
+        if family == "images":  # the project's own programs, likewise
+            inputs += [TOOLS / family / name / "main.go" for name in ("pause", "probe")]
         digest = hashlib.sha256(b"".join(path.read_bytes() for path in inputs)).hexdigest()[:16]
         expected.append(str(tmp_path / "k8s-node-pools" / "tools" / f"{family}-{digest}" / "bin"))
     assert sorted(printed) == sorted(expected)

@@ -14,7 +14,7 @@ cd "$(dirname "$0")"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=readonly
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/k8s-node-pools/tools
-FAMILIES=${TOOLS_FAMILIES:-containerd etcd kubernetes kubelet-config-check kwok nvidia-container-toolkit pulumi pulumi-kubernetes volcano}
+FAMILIES=${TOOLS_FAMILIES:-containerd etcd images kubernetes kubelet-config-check kwok nvidia-container-toolkit pulumi pulumi-kubernetes volcano}
 
 # What a family's build reads besides its go.mod and go.sum (in its cache key too).
 extra_inputs() {
@@ -22,6 +22,7 @@ extra_inputs() {
     pulumi) echo pulumi-language-python/go.mod pulumi-language-python/go.sum pulumi-language-python/main.go ;;
     kubelet-config-check) echo kubelet-config-check/main.go ;;
     kwok) echo kwok/stages.txt kwok/stages.sed ;;
+    images) echo images/pause/main.go images/probe/main.go ;;
   esac
 }
 
@@ -66,6 +67,15 @@ build_etcd() {
   v=$(version_of go.etcd.io/etcd/server/v3)
   echo "tools: etcd: go.etcd.io/etcd/server/v3 $v" >&2
   (cd etcd && go build -trimpath -o "$out/etcd" go.etcd.io/etcd/server/v3)
+}
+
+# The programs of the sandbox's container images (tests/hosts/ociimage.py packs them): static, stripped.
+build_images() {
+  local cmd
+  for cmd in pause probe; do
+    echo "tools: images: $cmd (tools/images/$cmd)" >&2
+    (cd images && go build -trimpath -ldflags "-s -w" -o "$out/$cmd" "./$cmd")
+  done
 }
 
 build_kubernetes() {
