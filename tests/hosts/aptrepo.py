@@ -13,8 +13,11 @@ the keyring the role writes, exactly as it would upstream's.
     package it does not bundle runc: it depends on Debian's.
   * the kubelet, shaped as pkgs.k8s.io's channel core:/stable:/v<minor>/deb/ (flat, Release.key beside it):
     `kubelet_<version>-1.1_amd64.deb` holds the kubelet and the kubelet.service upstream's packages install.
+  * beside them, under images/, the sandbox's container images (tests/hosts/ociimage.py: containerd's sandbox image
+    and the probe, from the static programs of tools/images), which the container_runtime role imports.
   It also writes OUT/vars.yml, the role settings that point the sandbox hosts at it: only the repository
-  addresses and the key's fingerprint differ from production, so the roles' install paths run unchanged."""
+  addresses, the key's fingerprint and the images to import differ from production, so the roles' install paths
+  run unchanged."""
 
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ import tempfile
 from dataclasses import dataclass
 from email.utils import formatdate
 from pathlib import Path
+
+from ociimage import archive_file, sandbox_images
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,7 @@ def tarball(folder: Path) -> bytes:
 
 CONTAINERD_SUITE, CONTAINERD_COMPONENT = "bookworm", "stable"
 CONTAINERD_BINARIES = ("containerd", "containerd-shim-runc-v2", "ctr")  # what tools/build.sh builds, packaged
+IMAGE_PROGRAMS = ("pause", "probe")  # tools/images, what the sandbox's container images run
 SERVED = "/srv/k8s-node-pools-apt"  # where sandbox.sh mounts OUT/repo on every container host
 KUBERNETES_CHANNELS = "core:/stable:"  # pkgs.k8s.io's folder of channels, under SERVED
 # Upstream's containerd.service settings (containerd/containerd, containerd.service), with the binary where
@@ -254,12 +260,14 @@ def build_kubelet_package(out: Path, kubelet: Path) -> Path:
     return _deb(out, control, files)
 
 
-def sandbox_repository(out: Path, binaries: Path, kubelet: Path) -> bool:
-    """OUT/repo: the signed repository serving containerd.io from BINARIES and the kubelet KUBELET, and OUT/vars.yml,
-    the role settings for the sandbox hosts (it is mounted at SERVED). The key (OUT/signing-key.asc) is kept across
-    rebuilds; nothing is rebuilt while the binaries and this file are unchanged. True when it was (re)built."""
-    digest = hashlib.sha256(Path(__file__).read_bytes())
-    for path in (*(binaries / name for name in CONTAINERD_BINARIES), kubelet):
+def sandbox_repository(out: Path, binaries: Path, kubelet: Path, programs: Path) -> bool:
+    """OUT/repo: the signed repository serving containerd.io from BINARIES and the kubelet KUBELET, the image archives
+    of the static PROGRAMS (tools/images) under images/, and OUT/vars.yml, the role settings for the sandbox hosts
+    (it is mounted at SERVED). The key (OUT/signing-key.asc) is kept across rebuilds; nothing is rebuilt while the
+    binaries and these files are unchanged. True when it was (re)built."""
+    digest = hashlib.sha256(Path(__file__).read_bytes() + (Path(__file__).parent / "ociimage.py").read_bytes())
+    for path in (*(binaries / name for name in CONTAINERD_BINARIES), kubelet,
+                 *(programs / name for name in IMAGE_PROGRAMS)):
         digest.update(path.read_bytes())
     stamp, vars_file = out / "repo.sha256", out / "vars.yml"
     if stamp.is_file() and stamp.read_text() == digest.hexdigest() and vars_file.is_file():
@@ -273,6 +281,13 @@ def sandbox_repository(out: Path, binaries: Path, kubelet: Path) -> bool:
             _build_repository(out / "repo", binaries, kubelet, key)
         finally:
             subprocess.run(["gpgconf", "--homedir", str(key.home), "--kill", "gpg-agent"], check=False)
+    images = []
+    (out / "repo" / "images").mkdir(mode=0o755)
+    for image in sandbox_images(programs, binaries / "containerd"):
+        archive = out / "repo" / "images" / archive_file(image)
+        archive.write_bytes(image.archive)
+        archive.chmod(0o644)
+        images.append(f"  - {{name: {image.name}, archive: {SERVED}/images/{archive.name}, digest: \"{image.digest}\"}}\n")
     vars_file.write_text(
         "# Written by tests/hosts/aptrepo.py: the sandbox's repository of containerd.io and the kubelet (mounted by\n"
         "# sandbox.sh up).\n"
@@ -280,7 +295,9 @@ def sandbox_repository(out: Path, binaries: Path, kubelet: Path) -> bool:
         f"container_runtime_containerd_repo_key_fingerprints: [\"{key.fingerprint}\"]\n"
         "kubelet_package_install: true\n"
         f"kubelet_repository_base_url: \"file://{SERVED}/{KUBERNETES_CHANNELS}\"\n"
-        f"kubelet_repository_key_fingerprints: [\"{key.fingerprint}\"]\n")
+        f"kubelet_repository_key_fingerprints: [\"{key.fingerprint}\"]\n"
+        "# The hosts reach no registry: containerd's sandbox image and the probe come as archives (tests/hosts/ociimage.py).\n"
+        "container_runtime_images:\n" + "".join(images))
     stamp.write_text(digest.hexdigest())
     return True
 
@@ -321,20 +338,22 @@ def main(argv: list[str]) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="tests/hosts/aptrepo.py", description=(
-        "Build the sandbox's apt repository of containerd.io and the kubelet (OUT/repo, signed) and the role "
-        "settings pointing the sandbox hosts at it (OUT/vars.yml) from binaries built by tools/build.sh."))
+        "Build the sandbox's apt repository of containerd.io and the kubelet (OUT/repo, signed), its container "
+        "images (OUT/repo/images) and the role settings pointing the sandbox hosts at them (OUT/vars.yml) from "
+        "binaries built by tools/build.sh."))
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("sandbox", help="build or refresh the sandbox's repository")
     build.add_argument("out", type=Path, help="the folder to write (kept across runs: its key stays)")
     build.add_argument("binaries", type=Path, help="the folder holding containerd, containerd-shim-runc-v2 and ctr")
     build.add_argument("kubelet", type=Path, help="the kubelet binary")
+    build.add_argument("programs", type=Path, help="the folder holding the images' programs (pause, probe)")
     args = parser.parse_args(argv)
-    missing = [str(path) for path in (*(args.binaries / name for name in CONTAINERD_BINARIES), args.kubelet)
-               if not path.is_file()]
+    missing = [str(path) for path in (*(args.binaries / name for name in CONTAINERD_BINARIES), args.kubelet,
+                                      *(args.programs / name for name in IMAGE_PROGRAMS)) if not path.is_file()]
     if missing:
         parser.error(f"missing {', '.join(missing)}: run ./dev.sh tools (tools/build.sh builds them)")
-    built = sandbox_repository(args.out, args.binaries, args.kubelet)
-    print(f"containerd.io {containerd_release(args.binaries)} and kubelet {kubelet_release(args.kubelet)} in "
+    built = sandbox_repository(args.out, args.binaries, args.kubelet, args.programs)
+    print(f"containerd.io {containerd_release(args.binaries)}, kubelet {kubelet_release(args.kubelet)} and images in "
           f"{args.out / 'repo'}: {'built' if built else 'up to date'}")
     return 0
 

@@ -338,20 +338,22 @@ cmd_up() {
 }
 
 # The containerd.io and kubelet packages the hosts install come from a local repository: containerd and the kubelet
-# built from their Go modules (./dev.sh tools), packaged and signed by tests/hosts/aptrepo.py, which also writes the
-# role settings for it.
+# built from their Go modules (./dev.sh tools), packaged and signed by tests/hosts/aptrepo.py, which also packs the
+# hosts' container images (tools/images' programs) and writes the role settings for both.
 sandbox_repository() {
-  local bin kubelet
+  local bin kubelet programs
   bin=$(TOOLS_FAMILIES=containerd "$ROOT/tools/build.sh" --print-path)
   kubelet=$(TOOLS_FAMILIES=kubernetes "$ROOT/tools/build.sh" --print-path)/kubelet
+  programs=$(TOOLS_FAMILIES=images "$ROOT/tools/build.sh" --print-path)
   [[ -x $bin/containerd ]] || die "containerd is not built ($bin): run ./dev.sh tools"
   [[ -x $kubelet ]] || die "the kubelet is not built ($kubelet): run ./dev.sh tools"
-  step "containerd.io and kubelet repository for the hosts (${APT_DIR#"$ROOT"/}/repo)"
+  [[ -x $programs/pause ]] || die "the images' programs are not built ($programs): run ./dev.sh tools"
+  step "containerd.io and kubelet repository, container images for the hosts (${APT_DIR#"$ROOT"/}/repo)"
   mkdir -p "$APT_DIR"
   # Locked: `up` and `vm-up` may start at once, and each makes sure the repository is current.
   (
     flock 9
-    python3 "$ROOT/tests/hosts/aptrepo.py" sandbox "$APT_DIR" "$bin" "$kubelet" | sed 's/^/    /'
+    python3 "$ROOT/tests/hosts/aptrepo.py" sandbox "$APT_DIR" "$bin" "$kubelet" "$programs" | sed 's/^/    /'
   ) 9>"$APT_DIR/.lock"
   done_step
 }

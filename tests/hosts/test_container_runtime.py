@@ -6,18 +6,27 @@ for in /opt/cni/bin (where every CNI installs them), runc on the kubelet's cgrou
 hosts, NVIDIA's runtime as the default - all proven with containerd's own views (`containerd --version`,
 `containerd config dump`, `ctr plugins ls` of the running daemon). The package's config.toml disables the CRI
 plugin, as Docker's does; the role takes it out of that line. The toolkit's repository is written disabled and
-pinned (NVIDIA's repository is not reachable here). CPU and memory hosts get no nvidia runtime."""
+pinned (NVIDIA's repository is not reachable here). CPU and memory hosts get no nvidia runtime.
+
+The hosts reach no registry: the role imports the images the sandbox gives it as archives (tests/hosts/ociimage.py:
+containerd's own sandbox image, running the project's pause, and the probe) into the CRI's namespace, and the CRI
+itself marks the sandbox image as the one it pins (`ctr images ls`' label): the runtime configuration stays
+production's. The container hosts cannot start a container (no CAP_SYS_ADMIN), so the images are imported without
+unpacking, as the CRI unpacks an image at its first container."""
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from conftest import PlaybookRun, run_playbook
 
+from infra.hosts.ansible_run import SANDBOX_APT_VARS
 from infra.hosts.hostvars import environment_host_vars
 from infra.spec import load_environment
 
@@ -227,3 +236,68 @@ def test_a_foreign_imports_line_stops_the_role(converged: PlaybookRun, host: Cal
         assert gpu.file(config).content_string.startswith('imports = ["/etc/other/*.toml"]')
     finally:
         gpu.check_output(f"cat > {config} <<'EOF'\n{original}EOF")
+
+
+def images() -> list[dict[str, str]]:
+    """The images the sandbox gives the role (written by `sandbox.sh up` with the repository)."""
+    given: list[dict[str, str]] = yaml.safe_load(SANDBOX_APT_VARS.read_text())["container_runtime_images"]
+    return given
+
+
+def listed(h: Any) -> dict[str, list[str]]:
+    """The CRI namespace's images as containerd lists them: name -> [digest, labels]."""
+    rows = [line.split() for line in h.check_output("ctr -n k8s.io images ls").splitlines()[1:]]
+    return {row[0]: [row[2], row[-1]] for row in rows}
+
+
+def run_images(name: str, *extra: str) -> PlaybookRun:
+    return run_playbook("gpu.yml", "--limit", name, "--tags", "container_runtime_run", *extra)
+
+
+@pytest.mark.parametrize(("name", "gpu"), ALL)
+def test_every_host_holds_the_sandbox_image_the_cri_runs_pods_with(converged: PlaybookRun,
+                                                                    host: Callable[[str], Any],
+                                                                    name: str, gpu: bool) -> None:
+    h = host(name)
+    sandbox = dump(h)["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"]
+    assert sandbox == "registry.k8s.io/pause:3.10.2"  # containerd 2.3.7's own default: production's name
+    have = listed(h)
+    for image in images():
+        digest, labels = have[image["name"]]
+        assert digest == image["digest"]
+        assert "io.cri-containerd.image=managed" in labels  # the CRI took it in
+        # ... and pins the very image it is configured with as its sandbox image, and only that one
+        assert ("io.cri-containerd.pinned=pinned" in labels) is (image["name"] == sandbox)
+    assert {image["name"] for image in images()} >= {sandbox}
+    check = {line.split()[0]: line for line in h.check_output("ctr -n k8s.io images check").splitlines()[1:]}
+    assert all("complete (2/2)" in check[image["name"]] for image in images())  # every blob is in the store
+
+
+def test_a_removed_image_is_imported_again(converged: PlaybookRun, host: Callable[[str], Any]) -> None:
+    cpu = host("sb-cpu-1")
+    pause = images()[0]["name"]
+    cpu.check_output(f"ctr -n k8s.io images rm {pause}")
+    assert pause not in listed(cpu)
+    run = run_images("sb-cpu-1")
+    assert run.rc == 0, run.tail()
+    assert run.changed_tasks()["sb-cpu-1"] == [
+        "container_runtime : Import each image whose name does not point at its digest yet (the CRI unpacks it at its "
+        "first container)."]
+    assert listed(cpu)[pause][0] == images()[0]["digest"]
+
+
+def test_an_archive_that_holds_another_image_than_its_digest_stops_the_role(converged: PlaybookRun) -> None:
+    wrong = [{**image, "digest": "sha256:" + "0" * 64} if index == 1 else image for index, image in enumerate(images())]
+    run = run_images("sb-cpu-1", "-e", json.dumps({"container_runtime_images": wrong}))
+    assert run.rc != 0
+    assert (f"sb-cpu-1: after importing {wrong[1]['archive']}, {wrong[1]['name']} points at {images()[1]['digest']}, "
+            f"not sha256:{'0' * 64} (container_runtime_images)") in run.output
+
+
+def test_images_without_the_sandbox_image_stop_the_role_before_importing(converged: PlaybookRun) -> None:
+    probe_only = [image for image in images() if "pause" not in image["name"]]
+    run = run_images("sb-cpu-1", "-e", json.dumps({"container_runtime_images": probe_only}))
+    assert run.rc != 0
+    assert (f"sb-cpu-1: container_runtime_images ({probe_only[0]['name']}) lacks registry.k8s.io/pause:3.10.2, the "
+            "sandbox image containerd runs every pod with") in run.output
+    assert "Import each image" not in run.output

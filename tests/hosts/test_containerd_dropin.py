@@ -108,8 +108,9 @@ def test_the_live_settings_are_read_from_containerds_dump(systemd: str | None, d
             f'[plugins."io.containerd.grpc.v1.cri".containerd]\n{default}'
             '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n'
             + (f"SystemdCgroup = {systemd}\n" if systemd else ""))
-    settings = containerd.containerd_cri_settings(dump)
+    settings = containerd.containerd_cri_settings(dump + f'[plugins."{CRI}"]\nsandbox_image = "registry.k8s.io/pause:3.6"\n')
     assert settings["cgroup_driver"] == driver
+    assert settings["sandbox_image"] == "registry.k8s.io/pause:3.6"  # version 2 names it in the CRI's own table
     assert settings["cni_bin_dir"] == "/opt/cni/bin"
     assert settings["default_runtime"] == ("nvidia" if default else "runc")
     assert kubelet_runtime.containerd_runtime_cgroup_driver(dump) == driver  # the kubelet role reads it alike
@@ -174,8 +175,25 @@ def test_the_live_settings_are_read_from_a_containerd_2_dump(systemd: str, drive
             f'[plugins."{CRI_RUNTIME}".containerd]\ndefault_runtime_name = "runc"\n'
             f'[plugins."{CRI_RUNTIME}".containerd.runtimes.runc.options]\nSystemdCgroup = {systemd}\n'
             # a version 2 table in a version 4 dump is not what containerd reads
-            f'[plugins."{CRI}".containerd.runtimes.runc.options]\nSystemdCgroup = {"false" if systemd == "true" else "true"}\n')
+            f'[plugins."{CRI}".containerd.runtimes.runc.options]\nSystemdCgroup = {"false" if systemd == "true" else "true"}\n'
+            '[plugins."io.containerd.cri.v1.images".pinned_images]\nsandbox = "registry.k8s.io/pause:3.10.2"\n'
+            f'[plugins."{CRI}"]\nsandbox_image = "registry.k8s.io/pause:3.6"\n')
     settings = containerd.containerd_cri_settings(dump)
     assert settings == {"cni_bin_dir": "/opt/cni/bin", "default_runtime": "runc", "cgroup_driver": driver,
-                        "cri_disabled": True}
+                        "cri_disabled": True, "sandbox_image": "registry.k8s.io/pause:3.10.2"}
     assert kubelet_runtime.containerd_runtime_cgroup_driver(dump) == driver  # the kubelet role reads it alike
+
+
+# `ctr -n k8s.io images ls` of containerd 2.3.7 after the sandbox's imports (columns cut after LABELS' first).
+IMAGES_LS = """\
+REF                                           TYPE                                       DIGEST        SIZE    PLATFORMS   LABELS
+k8s-node-pools.invalid/probe:a1bb40571af6     application/vnd.oci.image.manifest.v1+json sha256:4415  2.6 MiB linux/amd64 io.cri-containerd.image=managed
+registry.k8s.io/pause:3.10.2                  application/vnd.oci.image.manifest.v1+json sha256:781d  2.3 MiB linux/amd64 io.cri-containerd.image=managed,io.cri-containerd.pinned=pinned
+sha256:333365d666b7417f764dc440e6096b984fe405 application/vnd.oci.image.manifest.v1+json sha256:781d  2.3 MiB linux/amd64 io.cri-containerd.image=managed
+"""
+
+
+def test_image_digests_are_read_by_name_from_ctrs_listing() -> None:
+    assert containerd.containerd_image_digests(IMAGES_LS) == {
+        "k8s-node-pools.invalid/probe:a1bb40571af6": "sha256:4415", "registry.k8s.io/pause:3.10.2": "sha256:781d"}
+    assert containerd.containerd_image_digests(IMAGES_LS.splitlines()[0]) == {}  # the header alone: no image

@@ -26,6 +26,7 @@ from ansible.errors import AnsibleFilterError
 
 CRI = "io.containerd.grpc.v1.cri"  # version 2's CRI table, and the CRI service's plugin id in every version
 CRI_RUNTIME = "io.containerd.cri.v1.runtime"  # version 3 and later
+CRI_IMAGES = "io.containerd.cri.v1.images"  # version 3 and later: the image service (sandbox image, snapshotter)
 CRI_NAMES = ("cri", CRI)  # how disabled_plugins may name it
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -100,21 +101,32 @@ def containerd_enabled_cri(text: str, path: str = "config.toml") -> list[str] | 
 def containerd_cri_settings(dump: str, path: str = "containerd config dump") -> dict[str, Any]:
     """What containerd runs with, read from DUMP (`containerd config dump`, its merged view): the CNI plugin
     folder(s), the default runtime and that runtime's cgroup driver (systemd when its options set
-    SystemdCgroup = true, else cgroupfs, runc's own default), and whether the CRI plugin is disabled."""
+    SystemdCgroup = true, else cgroupfs, runc's own default), whether the CRI plugin is disabled, and the sandbox
+    (pause) image every pod's sandbox runs."""
     config = _parse(dump, path)
     plugins = config.get("plugins", {})
     if config.get("version", 1) >= 3:
         cri = plugins.get(CRI_RUNTIME, {})
         cni_bin_dir = ":".join(cri.get("cni", {}).get("bin_dirs", [])) or cri.get("cni", {}).get("bin_dir", "")
+        sandbox_image = plugins.get(CRI_IMAGES, {}).get("pinned_images", {}).get("sandbox", "")
     else:
         cri = plugins.get(CRI, {})
         cni_bin_dir = cri.get("cni", {}).get("bin_dir", "")
+        sandbox_image = cri.get("sandbox_image", "")
     containerd = cri.get("containerd", {})
     name = containerd.get("default_runtime_name", "runc")
     options = containerd.get("runtimes", {}).get(name, {}).get("options", {})
     return {"cni_bin_dir": cni_bin_dir, "default_runtime": name,
             "cgroup_driver": "systemd" if options.get("SystemdCgroup") is True else "cgroupfs",
-            "cri_disabled": any(name in CRI_NAMES for name in config.get("disabled_plugins", []))}
+            "cri_disabled": any(name in CRI_NAMES for name in config.get("disabled_plugins", [])),
+            "sandbox_image": sandbox_image}
+
+
+def containerd_image_digests(listing: str) -> dict[str, str]:
+    """Image name -> manifest digest, from LISTING (`ctr images ls`: a header, then REF TYPE DIGEST ... per image).
+    The CRI's own references by image id (`sha256:...`) are left out: they name no image a pod asks for."""
+    rows = [line.split() for line in listing.splitlines()[1:] if line.strip()]
+    return {row[0]: row[2] for row in rows if len(row) >= 3 and not row[0].startswith("sha256:")}
 
 
 def _key(key: str) -> str:
@@ -149,6 +161,7 @@ def _tables(path: list[str], table: dict[str, Any]) -> str:
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"containerd_imports": containerd_imports, "containerd_cri_dropin": containerd_cri_dropin,
+                "containerd_image_digests": containerd_image_digests,
                 "containerd_cri_settings": containerd_cri_settings,
                 "containerd_config_version": containerd_config_version,
                 "containerd_enabled_cri": containerd_enabled_cri}
