@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import os
 import subprocess
 import tempfile
@@ -287,7 +288,8 @@ def sandbox_repository(out: Path, binaries: Path, kubelet: Path, programs: Path)
         archive = out / "repo" / "images" / archive_file(image)
         archive.write_bytes(image.archive)
         archive.chmod(0o644)
-        images.append(f"  - {{name: {image.name}, archive: {SERVED}/images/{archive.name}, digest: \"{image.digest}\"}}\n")
+        given = {"name": image.name, "archive": f"{SERVED}/images/{archive.name}", "digest": image.digest}
+        images.append(f"  - {json.dumps(given)}\n")
     vars_file.write_text(
         "# Written by tests/hosts/aptrepo.py: the sandbox's repository of containerd.io and the kubelet (mounted by\n"
         "# sandbox.sh up).\n"
